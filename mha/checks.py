@@ -1,0 +1,109 @@
+"""Argument checks shared by every implementation, so each spends one line on them.
+
+Every error names the argument, the value it should have and the value it got, and is raised at the
+earliest point: sizes in ``__init__``, the input at the top of ``forward``. The design post builds
+``MHA(10, 3)`` without complaint and only fails later, deep inside ``.view``; it also returns a
+silently wrong shape for some 2-D and 4-D inputs. These checks turn both into clear errors.
+
+Examples:
+    >>> check_sizes(20, 4)
+    5
+    >>> check_sizes(10, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: hidden_size (10) must be divisible by heads_num (3); 10 % 3 = 1
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["check_input", "check_sizes"]
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    # bool is a subclass of int in Python; MHA(True, 1) is a bug, not a size.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+
+
+def check_sizes(hidden_size: int, heads_num: int) -> int:
+    """Check the constructor's sizes and return ``head_size``.
+
+    Args:
+        hidden_size: model width, the last dimension of the input.
+        heads_num: number of attention heads; must divide ``hidden_size``.
+
+    Returns:
+        ``head_size = hidden_size // heads_num``.
+
+    Raises:
+        TypeError: a size is not an ``int`` (``bool`` and ``float`` included).
+        ValueError: a size is not positive, or ``hidden_size`` is not divisible by ``heads_num``.
+
+    Examples:
+        >>> check_sizes(512, 8)
+        64
+        >>> check_sizes(20.0, 4)
+        Traceback (most recent call last):
+        ...
+        TypeError: hidden_size must be an int, got float (20.0)
+    """
+    _check_positive_int("hidden_size", hidden_size)
+    _check_positive_int("heads_num", heads_num)
+    if hidden_size % heads_num != 0:
+        raise ValueError(
+            f"hidden_size ({hidden_size}) must be divisible by heads_num ({heads_num}); "
+            f"{hidden_size} % {heads_num} = {hidden_size % heads_num}"
+        )
+    return hidden_size // heads_num
+
+
+def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
+    """Check the input of ``forward`` against the module's size and parameters.
+
+    Args:
+        x: the input; must be a floating-point tensor of shape
+            ``[batch_size, seq_len, hidden_size]`` with the same dtype and device as ``weight``. ``batch_size`` and ``seq_len`` may be 0.
+        hidden_size: the module's ``hidden_size``.
+        weight: one of the module's parameters (its dtype and device are the expected ones).
+
+    Raises:
+        TypeError: ``x`` is not a tensor, not floating point, or of another dtype than ``weight``.
+        ValueError: ``x`` is not 3-D, its last dimension is not ``hidden_size``, or it lives on
+            another device than ``weight``.
+
+    Examples:
+        >>> w = torch.zeros(20, 20)
+        >>> check_input(torch.zeros(2, 3, 20), 20, w)
+        >>> check_input(torch.zeros(3, 20), 20, w)
+        Traceback (most recent call last):
+        ...
+        ValueError: x must be 3-D [batch_size, seq_len, hidden_size], got 2-D with shape [3, 20]
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3:
+        raise ValueError(
+            f"x must be 3-D [batch_size, seq_len, hidden_size], "
+            f"got {x.dim()}-D with shape {list(x.shape)}"
+        )
+    if x.size(-1) != hidden_size:
+        raise ValueError(
+            f"x.shape[-1] must equal hidden_size ({hidden_size}), "
+            f"got {x.size(-1)} (x.shape = {list(x.shape)})"
+        )
+    if not torch.is_floating_point(x):
+        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+    if x.dtype != weight.dtype:
+        raise TypeError(
+            f"x.dtype must match the parameters' dtype ({weight.dtype}), got {x.dtype}; "
+            f"use x.to({weight.dtype}) or model.to({x.dtype})"
+        )
+    if x.device != weight.device:
+        raise ValueError(
+            f"x.device must match the parameters' device ({weight.device}), got {x.device}"
+        )

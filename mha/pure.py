@@ -1,0 +1,73 @@
+"""The pure MHA (纯享版): the design post's short version, same names, same ``state_dict`` keys.
+
+It computes bit for bit what :class:`mha.annotated.MHA` computes, with the comments stripped; the
+only changes from the post are the one-line checks and the exact ``math.sqrt`` scale.
+
+Examples:
+    >>> import torch
+    >>> from mha.pure import MHA
+    >>> model = MHA(hidden_size=20, heads_num=4)
+    >>> sorted(model.state_dict())[:2]
+    ['W_k.bias', 'W_k.weight']
+    >>> model(torch.randn(2, 3, 20)).shape
+    torch.Size([2, 3, 20])
+"""
+
+# --8<-- [start:all]
+import math
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from mha.checks import check_input, check_sizes
+
+
+class MHA(nn.Module):
+    """Multi-head self-attention, minimal (纯享版).
+
+    Args:
+        hidden_size: model width, the last dimension of the input.
+        heads_num: number of attention heads; must divide ``hidden_size``.
+
+    Examples:
+        >>> MHA(hidden_size=20, heads_num=4)(torch.randn(2, 3, 20)).shape
+        torch.Size([2, 3, 20])
+    """
+
+    def __init__(self, hidden_size: int, heads_num: int):
+        super().__init__()
+        check_sizes(hidden_size, heads_num)
+        self.hidden_size = hidden_size
+        self.heads_num = heads_num
+        self.head_size = hidden_size // heads_num
+
+        self.W_q = nn.Linear(hidden_size, hidden_size)
+        self.W_k = nn.Linear(hidden_size, hidden_size)
+        self.W_v = nn.Linear(hidden_size, hidden_size)
+
+        self.W_o = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x: [batch_size, seq_len, hidden_size] -> [batch_size, seq_len, hidden_size]."""
+        check_input(x, self.hidden_size, self.W_q.weight)
+        q = self.W_q(x)
+        k = self.W_k(x)
+        v = self.W_v(x)
+
+        q = q.view(q.size(0), q.size(1), self.heads_num, self.head_size).transpose(1, 2)
+        k = k.view(k.size(0), k.size(1), self.heads_num, self.head_size).transpose(1, 2)
+        v = v.view(v.size(0), v.size(1), self.heads_num, self.head_size).transpose(1, 2)
+
+        qk = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_size)
+        attn = torch.softmax(qk, dim=-1)
+        out = torch.matmul(attn, v)
+
+        out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.hidden_size)
+        out = self.W_o(out)
+        return out
+
+
+# --8<-- [end:all]
+
+__all__ = ["MHA"]
