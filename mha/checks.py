@@ -67,7 +67,8 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
 
     Args:
         x: the input; must be a floating-point tensor of shape
-            ``[batch_size, seq_len, hidden_size]`` with the same dtype and device as ``weight``. ``batch_size`` and ``seq_len`` may be 0.
+            ``[batch_size, seq_len, hidden_size]`` with the same dtype and device as ``weight``.
+            ``batch_size`` and ``seq_len`` may be 0.
         hidden_size: the module's ``hidden_size``.
         weight: one of the module's parameters (its dtype and device are the expected ones).
 
