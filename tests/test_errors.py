@@ -1,0 +1,248 @@
+"""Every bad input gets its own error type, raised at the earliest point, with a message naming
+the argument, the value expected and the value received. Both implementations share the checks.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from helpers import DesignMHA
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mha.annotated
+import mha.pure
+
+IMPLEMENTATIONS = [mha.annotated.MHA, mha.pure.MHA]
+IMPL_IDS = ["annotated", "pure"]
+impls = pytest.mark.parametrize("MHA", IMPLEMENTATIONS, ids=IMPL_IDS)
+
+FAST = settings(deadline=None, max_examples=30)
+
+
+def raised_in_checks(excinfo: pytest.ExceptionInfo) -> bool:
+    """The error comes from mha/checks.py, not from deep inside torch."""
+    return excinfo.traceback[-1].path.name == "checks.py"
+
+
+# ---- Sizes: checked in __init__ --------------------------------------------------------------
+
+NOT_INTS = [
+    pytest.param(20.0, "float (20.0)", id="float"),
+    pytest.param(True, "bool (True)", id="bool"),
+    pytest.param("20", "str ('20')", id="str"),
+    pytest.param(None, "NoneType (None)", id="None"),
+]
+
+
+@impls
+@pytest.mark.parametrize(("value", "actual"), NOT_INTS)
+def test_hidden_size_not_an_int_raises_type_error(MHA, value, actual):
+    with pytest.raises(TypeError, match=re.escape(f"hidden_size must be an int, got {actual}")):
+        MHA(value, 4)
+
+
+@impls
+@pytest.mark.parametrize(
+    ("value", "actual"),
+    [
+        pytest.param(4.0, "float (4.0)", id="float"),
+        pytest.param(True, "bool (True)", id="bool"),
+        pytest.param("4", "str ('4')", id="str"),
+        pytest.param(None, "NoneType (None)", id="None"),
+    ],
+)
+def test_heads_num_not_an_int_raises_type_error(MHA, value, actual):
+    with pytest.raises(TypeError, match=re.escape(f"heads_num must be an int, got {actual}")):
+        MHA(20, value)
+
+
+@impls
+def test_float_sizes_raise_even_when_integral_and_divisible(MHA):
+    # 20.0 // 4 would give head_size 5.0 and nn.Linear(20.0, ...) would fail much later.
+    with pytest.raises(TypeError, match=re.escape("hidden_size must be an int, got float (20.0)")):
+        MHA(20.0, 4.0)
+
+
+@impls
+@pytest.mark.parametrize("value", [0, -1, -20])
+def test_non_positive_hidden_size_raises_value_error(MHA, value):
+    with pytest.raises(
+        ValueError, match=re.escape(f"hidden_size must be a positive int, got {value}")
+    ):
+        MHA(value, 4)
+
+
+@impls
+@pytest.mark.parametrize("value", [0, -1, -4])
+def test_non_positive_heads_num_raises_value_error(MHA, value):
+    with pytest.raises(
+        ValueError, match=re.escape(f"heads_num must be a positive int, got {value}")
+    ):
+        MHA(20, value)
+
+
+@impls
+def test_indivisible_sizes_raise_value_error_in_init(MHA):
+    with pytest.raises(
+        ValueError,
+        match=re.escape("hidden_size (10) must be divisible by heads_num (3); 10 % 3 = 1"),
+    ):
+        MHA(10, 3)
+
+
+@impls
+@FAST
+@given(hidden_size=st.integers(1, 512), heads_num=st.integers(1, 64))
+def test_any_indivisible_pair_raises_value_error_naming_both(MHA, hidden_size, heads_num):
+    if hidden_size % heads_num == 0:
+        assert MHA(hidden_size, heads_num).head_size * heads_num == hidden_size
+        return
+    expected = (
+        f"hidden_size ({hidden_size}) must be divisible by heads_num ({heads_num}); "
+        f"{hidden_size} % {heads_num} = {hidden_size % heads_num}"
+    )
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        MHA(hidden_size, heads_num)
+
+
+def test_design_post_builds_indivisible_sizes_and_fails_later_in_view():
+    # What the checks replace: the post's class accepts MHA(10, 3) and only fails in forward,
+    # with a message that names neither hidden_size nor heads_num.
+    model = DesignMHA(10, 3)
+    with pytest.raises(RuntimeError) as excinfo:
+        model(torch.randn(2, 3, 10))
+    assert "hidden_size" not in str(excinfo.value)
+    assert "heads_num" not in str(excinfo.value)
+
+
+# ---- Input x: checked at the top of forward ---------------------------------------------------
+
+
+@pytest.fixture(params=IMPLEMENTATIONS, ids=IMPL_IDS)
+def model(request):
+    torch.manual_seed(0)
+    return request.param(20, 4)
+
+
+@pytest.mark.parametrize(
+    ("x", "type_name"),
+    [
+        pytest.param(np.zeros((2, 3, 20), dtype=np.float32), "ndarray", id="numpy"),
+        pytest.param([[[0.0] * 20] * 3] * 2, "list", id="list"),
+        pytest.param(None, "NoneType", id="None"),
+    ],
+)
+def test_x_not_a_tensor_raises_type_error(model, x, type_name):
+    with pytest.raises(
+        TypeError, match=re.escape(f"x must be a torch.Tensor, got {type_name}")
+    ) as e:
+        model(x)
+    assert raised_in_checks(e)
+
+
+@pytest.mark.parametrize("shape", [(20,), (3, 20), (2, 3, 1, 20), (1, 2, 3, 4, 20)])
+def test_x_not_3d_raises_value_error_with_its_shape(model, shape):
+    expected = (
+        f"x must be 3-D [batch_size, seq_len, hidden_size], "
+        f"got {len(shape)}-D with shape {list(shape)}"
+    )
+    with pytest.raises(ValueError, match=re.escape(expected)) as e:
+        model(torch.randn(shape))
+    assert raised_in_checks(e)
+
+
+def test_design_post_returns_a_wrong_shape_for_a_4d_input():
+    # What the 3-D check prevents: the post's class maps [2, 3, 1, 20] to [2, 3, 20] silently.
+    out = DesignMHA(20, 4)(torch.randn(2, 3, 1, 20))
+    assert out.shape == (2, 3, 20)
+
+
+@FAST
+@given(ndim=st.sampled_from([0, 1, 2, 4, 5]), data=st.data())
+def test_x_of_any_other_rank_raises_value_error(ndim, data):
+    shape = tuple(data.draw(st.lists(st.integers(1, 3), min_size=ndim, max_size=ndim)))
+    for MHA in IMPLEMENTATIONS:
+        with pytest.raises(ValueError, match=re.escape(f"got {ndim}-D with shape {list(shape)}")):
+            MHA(20, 4)(torch.randn(shape))
+
+
+def test_wrong_last_dim_raises_value_error_naming_hidden_size(model):
+    expected = "x.shape[-1] must equal hidden_size (20), got 19 (x.shape = [2, 3, 19])"
+    with pytest.raises(ValueError, match=re.escape(expected)) as e:
+        model(torch.randn(2, 3, 19))
+    assert raised_in_checks(e)
+
+
+@FAST
+@given(
+    heads_num=st.integers(1, 6),
+    head_size=st.integers(1, 8),
+    last=st.integers(0, 60),
+    batch_size=st.integers(0, 3),
+    seq_len=st.integers(0, 4),
+)
+def test_any_wrong_last_dim_raises_value_error(heads_num, head_size, last, batch_size, seq_len):
+    hidden_size = heads_num * head_size
+    if last == hidden_size:
+        last += 1
+    x = torch.randn(batch_size, seq_len, last)
+    for MHA in IMPLEMENTATIONS:
+        expected = f"must equal hidden_size ({hidden_size}), got {last} (x.shape = {list(x.shape)})"
+        with pytest.raises(ValueError, match=re.escape(expected)):
+            MHA(hidden_size, heads_num)(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.complex64])
+def test_non_floating_x_raises_type_error_naming_its_dtype(model, dtype):
+    x = torch.zeros(2, 3, 20, dtype=dtype)
+    match = re.escape(f"x must be a floating-point tensor, got dtype {dtype}")
+    with pytest.raises(TypeError, match=match) as e:
+        model(x)
+    assert raised_in_checks(e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_x_of_another_float_dtype_than_the_parameters_raises_type_error(model, dtype):
+    expected = f"x.dtype must match the parameters' dtype (torch.float32), got {dtype}"
+    with pytest.raises(TypeError, match=re.escape(expected)) as e:
+        model(torch.randn(2, 3, 20, dtype=dtype))
+    assert raised_in_checks(e)
+
+
+def test_float32_x_with_float64_parameters_raises_type_error(model):
+    model = model.double()
+    expected = "x.dtype must match the parameters' dtype (torch.float64), got torch.float32"
+    with pytest.raises(TypeError, match=re.escape(expected)):
+        model(torch.randn(2, 3, 20))
+
+
+def test_x_on_another_device_than_the_parameters_raises_value_error(model):
+    # The meta device needs no accelerator; the check is the same for cuda.
+    x = torch.zeros(2, 3, 20, device="meta")
+    expected = "x.device must match the parameters' device (cpu), got meta"
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        model(x)
+
+
+# ---- Empty inputs work ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 20), (2, 0, 20), (0, 0, 20)], ids=str)
+def test_empty_batch_or_sequence_returns_empty_output_of_the_same_shape(model, shape):
+    out = model(torch.randn(shape))
+    assert out.shape == shape
+    assert out.dtype == torch.float32
+
+
+@FAST
+@given(batch_size=st.integers(0, 3), seq_len=st.integers(0, 4), heads_num=st.integers(1, 4))
+def test_empty_inputs_of_any_shape_return_empty_outputs(batch_size, seq_len, heads_num):
+    if batch_size * seq_len:
+        seq_len = 0
+    for MHA in IMPLEMENTATIONS:
+        out = MHA(heads_num * 3, heads_num)(torch.randn(batch_size, seq_len, heads_num * 3))
+        assert out.shape == (batch_size, seq_len, heads_num * 3)
