@@ -1,15 +1,75 @@
-"""Sybil: every ```python block of the site (both languages) and every docstring example is a test."""
+"""Sybil: every ```python block of the site (both languages) and every docstring example is a test.
 
+A ```python fence whose body is only ``--8<-- "file:section"`` lines is an *include*: MkDocs
+replaces it with that named section of the real file (pymdownx.snippets). Sybil does not run
+the directive as Python; it checks that the include resolves, exactly as the build resolves it,
+to non-empty code that compiles. The included code itself is tested by the package's tests and
+docstrings. ``tests/test_docs_fences.py`` checks that every python-looking fence is collected here.
+"""
+
+import re
+import textwrap
 from doctest import ELLIPSIS, NORMALIZE_WHITESPACE
+from pathlib import Path
 
+import markdown
+import yaml
 from sybil import Sybil
 from sybil.parsers.markdown import ClearNamespaceParser, PythonCodeBlockParser, SkipParser
 from sybil.parsers.rest import DocTestParser
 
+ROOT = Path(__file__).resolve().parent
 OPTIONS = ELLIPSIS | NORMALIZE_WHITESPACE
 
+# A fence body made only of snippet directives: `--8<-- "mha/annotated.py:forward"`.
+INCLUDE_ONLY = re.compile(r'(?:[ \t]*--8<--[ \t]+"[^"\n]+"[ \t]*(?:\n|$))+')
+INCLUDE_TARGET = re.compile(r'--8<--[ \t]+"([^"\n]+)"')
+
+
+def snippets_config() -> dict:
+    """pymdownx.snippets' options as mkdocs.yml gives them, base paths made absolute."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    for extension in config["markdown_extensions"]:
+        if isinstance(extension, dict) and "pymdownx.snippets" in extension:
+            options = dict(extension["pymdownx.snippets"] or {})
+            break
+    else:
+        raise LookupError("mkdocs.yml does not enable pymdownx.snippets")
+    bases = options.get("base_path", ["."])
+    options["base_path"] = [str(ROOT / b) for b in ([bases] if isinstance(bases, str) else bases)]
+    return options
+
+
+def check_include(example) -> None:
+    """Resolve an include fence as the site build does; it must give code that compiles."""
+    source = str(example.parsed)
+    for target in INCLUDE_TARGET.findall(source):
+        if re.search(r":\d", target):
+            raise AssertionError(f"include {target!r} by line numbers: use a named section")
+    md = markdown.Markdown(
+        extensions=["pymdownx.snippets"], extension_configs={"pymdownx.snippets": snippets_config()}
+    )
+    lines = md.preprocessors["snippet"].run(source.splitlines())
+    code = textwrap.dedent("\n".join(lines))
+    if not code.strip():
+        raise AssertionError(f"include renders empty: {source.strip()}")
+    compile(code, source.strip(), "exec")
+
+
+class PythonOrIncludeBlockParser(PythonCodeBlockParser):
+    """Python code blocks run as usual; include-only blocks are checked by `check_include`."""
+
+    def __call__(self, document):
+        for region in super().__call__(document):
+            if isinstance(region.parsed, str) and INCLUDE_ONLY.fullmatch(region.parsed):
+                region.evaluator = check_include
+            yield region
+
+
+python_blocks = PythonOrIncludeBlockParser(doctest_optionflags=OPTIONS)
+
 docs = Sybil(
-    parsers=[PythonCodeBlockParser(doctest_optionflags=OPTIONS), SkipParser(), ClearNamespaceParser()],
+    parsers=[python_blocks, SkipParser(), ClearNamespaceParser()],
     path="docs",
     patterns=["*.md"],
 )

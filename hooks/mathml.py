@@ -1,0 +1,49 @@
+"""MkDocs hook: render the pages' LaTeX as MathML at build time, so no page loads a math library.
+
+Pages write math as LaTeX (``$...$`` inline, ``$$...$$`` on their own lines).
+``pymdownx.arithmatex`` in generic mode wraps it as ``<span class="arithmatex">\\(...\\)</span>``
+and ``<div class="arithmatex">\\[...\\]</div>``; this hook replaces each wrapper with the MathML
+that ``latex2mathml`` makes of it. Browsers render MathML natively: nothing is fetched from a CDN.
+A formula that does not convert is logged as a warning, which fails ``mkdocs build --strict``.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+
+from latex2mathml.converter import convert
+
+log = logging.getLogger("mkdocs.hooks.mathml")
+
+# arithmatex generic output; the LaTeX inside is HTML-escaped.
+ARITHMATEX = re.compile(
+    r'<(?P<tag>span|div) class="arithmatex">\s*'
+    r"(?:\\\((?P<inline>.*?)\\\)|\\\[(?P<block>.*?)\\\])"
+    r"\s*</(?P=tag)>",
+    re.DOTALL,
+)
+
+
+def latex_to_mathml(latex: str, display: str) -> str:
+    """Convert one formula; ``display`` is ``"inline"`` or ``"block"``."""
+    return convert(latex.strip(), display=display)
+
+
+def on_page_content(html_text: str, page, **kwargs) -> str:
+    def replace(match: re.Match) -> str:
+        block = match.group("block") is not None
+        latex = html.unescape(match.group("block") if block else match.group("inline"))
+        try:
+            mathml = latex_to_mathml(latex, "block" if block else "inline")
+        except Exception as error:  # latex2mathml raises many types; report them all
+            log.warning(
+                "%s: cannot convert LaTeX %r to MathML: %s", page.file.src_uri, latex, error
+            )
+            return match.group(0)
+        if block:
+            return f'<div class="mha-math">{mathml}</div>'
+        return mathml
+
+    return ARITHMATEX.sub(replace, html_text)
