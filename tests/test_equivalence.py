@@ -233,6 +233,7 @@ def test_torchscript_model_saves_and_loads(MHA, tmp_path):
     assert torch.equal(loaded.W_q.weight, model.W_q.weight)
 
 
+@jit_deprecated  # importing inductor defines TorchScript methods
 @pytest.mark.slow
 def test_torch_compile_fullgraph_equals_eager():
     # One small input: inductor's first compile takes ~25 s on this machine.
