@@ -1,0 +1,201 @@
+"""The shape table of docs/{en,zh}/shapes.md is true, cell by cell, in both languages.
+
+The table has one row per tensor of the forward pass: ``| # | Tensor | Expression | Symbolic shape |
+Concrete shape |``. The checker parses it from the markdown, runs every row as
+``tensor = expression`` in order against a real ``MHA``, and compares the real shape with the
+concrete cell (sizes batch 2, seq 3, heads 4, head 5, hidden 20) and with the symbolic cell, with
+the dimension names replaced by numbers, for two sets of all-different sizes. The mutation tests
+feed it altered copies of the page and show that each kind of edited cell is caught.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from mha.annotated import MHA
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+LANGUAGES = ("en", "zh")
+EXPECTED_ROWS = 19
+
+# The page's sizes (the concrete column), then another all-different set for the symbolic column.
+PAGE_SIZES = {"batch_size": 2, "seq_len": 3, "heads_num": 4, "head_size": 5, "hidden_size": 20}
+OTHER_SIZES = {"batch_size": 3, "seq_len": 7, "heads_num": 2, "head_size": 6, "hidden_size": 12}
+
+ROW = re.compile(r"^\|\s*(\d+)\s*\|(.*)\|\s*$")
+
+
+@dataclass(frozen=True)
+class Row:
+    number: int
+    tensor: str
+    expression: str
+    symbolic: str
+    concrete: str
+
+
+def page(language: str) -> str:
+    return (DOCS / language / "shapes.md").read_text(encoding="utf-8")
+
+
+def unquote(cell: str) -> str:
+    cell = cell.strip()
+    if len(cell) >= 2 and cell[0] == cell[-1] == "`":
+        return cell[1:-1]
+    return cell
+
+
+def parse_table(text: str) -> list[Row]:
+    """The rows of the shape table: markdown table lines whose first cell is a row number."""
+    rows = []
+    for line in text.splitlines():
+        match = ROW.match(line)
+        if not match:
+            continue
+        cells = [unquote(c) for c in match.group(2).split("|")]
+        assert len(cells) == 4, f"expected 5 cells in {line!r}"
+        rows.append(Row(int(match.group(1)), *cells))
+    return rows
+
+
+def parse_shape(cell: str) -> list[str]:
+    """``[batch_size, seq_len]`` or ``[2, 3]`` -> its items as strings."""
+    if not (cell.startswith("[") and cell.endswith("]")):
+        raise ValueError(f"not a shape: {cell!r}")
+    return [item.strip() for item in cell[1:-1].split(",")]
+
+
+def run_rows(rows: list[Row], sizes: dict[str, int]) -> tuple[list[str], dict]:
+    """Run the rows in order; return the problems found and the final namespace."""
+    torch.manual_seed(0)
+    model = MHA(sizes["hidden_size"], sizes["heads_num"])
+    env: dict = {"torch": torch, "math": math, "model": model, **sizes}
+    problems = []
+    for index, row in enumerate(rows, start=1):
+        where = f"row {row.number} ({row.tensor} = {row.expression})"
+        if row.number != index:
+            problems.append(f"{where}: numbered {row.number}, expected {index}")
+        if not row.tensor.isidentifier():
+            problems.append(f"{where}: tensor name {row.tensor!r} is not an identifier")
+            continue
+        try:
+            env[row.tensor] = eval(row.expression, env)
+        except Exception as error:
+            problems.append(f"{where}: raised {type(error).__name__}: {error}")
+            continue
+        real = list(env[row.tensor].shape)
+        try:
+            symbolic = [sizes[name] for name in parse_shape(row.symbolic)]
+        except (KeyError, ValueError) as error:
+            problems.append(f"{where}: bad symbolic cell {row.symbolic!r} ({error})")
+        else:
+            if symbolic != real:
+                problems.append(f"{where}: symbolic {row.symbolic} = {symbolic}, real {real}")
+        if sizes == PAGE_SIZES:
+            try:
+                concrete = [int(n) for n in parse_shape(row.concrete)]
+            except ValueError as error:
+                problems.append(f"{where}: bad concrete cell {row.concrete!r} ({error})")
+            else:
+                if concrete != real:
+                    problems.append(f"{where}: concrete {row.concrete}, real {real}")
+    return problems, env
+
+
+def check_table(text: str) -> list[str]:
+    """Every problem with the page's shape table; empty when every cell is true."""
+    rows = parse_table(text)
+    problems = []
+    if len(rows) != EXPECTED_ROWS:
+        problems.append(f"{len(rows)} rows, expected {EXPECTED_ROWS}")
+    for sizes in (PAGE_SIZES, OTHER_SIZES):
+        found, env = run_rows(rows, sizes)
+        problems += found
+        if not found and rows:
+            first, last = env[rows[0].tensor], env[rows[-1].tensor]
+            if not torch.equal(last, env["model"](first)):
+                problems.append(f"the last row is not model(first row) for sizes {sizes}")
+    return problems
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_shape_table_has_one_row_per_tensor(language):
+    rows = parse_table(page(language))
+    assert [r.number for r in rows] == list(range(1, EXPECTED_ROWS + 1))
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_cell_of_the_shape_table_matches_a_real_run(language):
+    assert check_table(page(language)) == []
+
+
+def test_shape_tables_are_identical_across_languages():
+    assert parse_table(page("en")) == parse_table(page("zh"))
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_shape_table_runs_the_whole_forward_pass(language):
+    rows = parse_table(page(language))
+    _, env = run_rows(rows, PAGE_SIZES)
+    assert rows[0].tensor == "x" and rows[-1].tensor == "y"
+    assert torch.equal(env["y"], env["model"](env["x"]))
+
+
+# (row number, column, replacement): one edit per kind of cell, each plausible-looking.
+MUTATIONS = [
+    (8, "concrete", "[2, 3, 4, 5]"),  # the transpose forgotten
+    (5, "symbolic", "[batch_size, heads_num, seq_len, head_size]"),  # the design's wrong comment
+    (11, "symbolic", "[batch_size, heads_num, seq_len, head_size]"),  # k_t not transposed
+    (12, "concrete", "[2, 4, 3, 5]"),
+    (18, "expression", "out_c.view(out_t.size(0), out_t.size(2), hidden_size)"),  # size(2) after
+    (8, "expression", "q"),  # step dropped, shapes kept
+    (15, "tensor", "attn"),  # result stored under the wrong name
+    (19, "concrete", "[2, 20]"),
+]
+
+
+def mutate(text: str, number: int, column: str, replacement: str) -> str:
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        match = ROW.match(line.rstrip("\n"))
+        if match and int(match.group(1)) == number:
+            row = parse_table(line)[0]
+            cells = {
+                "tensor": row.tensor,
+                "expression": row.expression,
+                "symbolic": row.symbolic,
+                "concrete": row.concrete,
+            }
+            cells[column] = replacement
+            body = " | ".join(f"`{cells[c]}`" for c in cells)
+            lines[i] = f"| {number} | {body} |\n"
+            return "".join(lines)
+    raise AssertionError(f"row {number} not found")
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize(("number", "column", "replacement"), MUTATIONS)
+def test_an_edited_cell_is_caught(language, number, column, replacement):
+    text = page(language)
+    edited = mutate(text, number, column, replacement)
+    assert edited != text
+    assert check_table(edited) != []
+
+
+def test_mutate_without_change_keeps_the_table_valid():
+    text = page("en")
+    row = parse_table(text)[7]
+    assert check_table(mutate(text, row.number, "concrete", row.concrete)) == []
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_deleted_row_is_caught(language):
+    text = page(language)
+    line = next(x for x in text.splitlines(keepends=True) if x.startswith("| 17 |"))
+    assert check_table(text.replace(line, "")) != []
