@@ -24,6 +24,8 @@ ARITHMATEX = re.compile(
     r"\s*</(?P=tag)>",
     re.DOTALL,
 )
+# Inline math as it is left in heading text (table of contents, page title).
+INLINE = re.compile(r"\\\((.*?)\\\)")
 
 
 def latex_to_mathml(latex: str, display: str) -> str:
@@ -46,4 +48,22 @@ def on_page_content(html_text: str, page, **kwargs) -> str:
             return f'<div class="mha-math">{mathml}</div>'
         return mathml
 
-    return ARITHMATEX.sub(replace, html_text)
+    html_text = ARITHMATEX.sub(replace, html_text)
+    # Headings with math: the table of contents repeats their text, arithmatex's \(...\) included.
+    for item in walk(page.toc.items if page.toc else []):
+        item.title = INLINE.sub(lambda m: inline_mathml(m), item.title)
+    # The page title (the tab's <title>) is plain text: keep the LaTeX source, without delimiters.
+    title = getattr(page, "_title_from_render", None)
+    if title and INLINE.search(title):
+        page._title_from_render = INLINE.sub(lambda m: html.unescape(m[1]).strip(), title)
+    return html_text
+
+
+def inline_mathml(match: re.Match) -> str:
+    return latex_to_mathml(html.unescape(match[1]), "inline")
+
+
+def walk(items):
+    for item in items:
+        yield item
+        yield from walk(item.children)

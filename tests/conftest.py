@@ -1,0 +1,68 @@
+"""Fixtures of the site tests: one strict build per session, and that site served on 127.0.0.1.
+
+``tests/test_docs_build.py`` checks the build; ``tests/test_browser.py`` reads the same site.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Build:
+    """The outcome of ``mkdocs build --strict`` into ``site``."""
+
+    site: Path
+    returncode: int
+    output: str
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def site_build(tmp_path_factory) -> Build:
+    """``mkdocs build --strict`` of the whole site, once per session (never -q or -v: with either,
+    known MkDocs bugs make a failing strict build exit 0)."""
+    site = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
+    start = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    seconds = time.monotonic() - start
+    return Build(site, done.returncode, done.stdout + done.stderr, seconds)
+
+
+@pytest.fixture(scope="session")
+def built_site(site_build) -> Path:
+    """The directory of a site that built without a warning; fails the test otherwise."""
+    if site_build.returncode != 0:
+        pytest.fail(f"mkdocs build --strict failed:\n{site_build.output}", pytrace=False)
+    return site_build.site
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def site_url(built_site):
+    """The built site served by http.server on 127.0.0.1, on a free port: ``http://127.0.0.1:N/``."""
+    handler = functools.partial(QuietHandler, directory=str(built_site))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()

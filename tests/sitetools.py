@@ -1,0 +1,32 @@
+"""What the site tests need to know about the site: its languages, its pages and their URLs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGUAGES = ("en", "zh")  # en is the default language, built at the site's root
+
+
+def nav_pages() -> list[str]:
+    """The Markdown pages listed in mkdocs.yml's nav, in order (``index.md``, ``math.md``, ...)."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+
+    def walk(items):
+        for item in items:
+            value = next(iter(item.values())) if isinstance(item, dict) else item
+            if isinstance(value, list):
+                yield from walk(value)
+            else:
+                yield value
+
+    return list(walk(config["nav"]))
+
+
+def page_path(lang: str, page: str) -> str:
+    """The URL path of a page relative to the site root: ``zh/math/``, ``""`` for the en home."""
+    prefix = "" if lang == LANGUAGES[0] else f"{lang}/"
+    slug = "" if page == "index.md" else page.removesuffix(".md") + "/"
+    return prefix + slug
