@@ -71,19 +71,19 @@ class MHA(nn.Module):
         # Size of each head; the check above guarantees nothing is lost to the floor division
         self.head_size = hidden_size // heads_num
 
-        # 查询的线性变换：W_q(x) 等于 x 乘以拼接起来的 [W_q_0, W_q_1, ..., W_q_(heads_num-1)]，
+        # 查询投影（一个线性层）：W_q(x) 等于 x 乘以拼接起来的 [W_q_0, W_q_1, ..., W_q_(heads_num-1)]，
         # 一次算出所有头的查询，按头拼接在最后一维
         # Query projection: W_q(x) multiplies x by the concatenation [W_q_0, ..., W_q_(heads_num-1)],
         # computing every head's query at once, heads side by side in the last dimension
         self.W_q = nn.Linear(hidden_size, hidden_size)
-        # 键的线性变换，同理
+        # 键投影，同理
         # Key projection, likewise
         self.W_k = nn.Linear(hidden_size, hidden_size)
-        # 值的线性变换，同理
+        # 值投影，同理
         # Value projection, likewise
         self.W_v = nn.Linear(hidden_size, hidden_size)
 
-        # 输出的线性变换：把拼接后的各头输出混合起来
+        # 输出投影：把拼接后的各头输出混合起来
         # Output projection: mixes the concatenated outputs of the heads
         self.W_o = nn.Linear(hidden_size, hidden_size)
 
@@ -116,7 +116,7 @@ class MHA(nn.Module):
         # Check the input: a 3-D floating tensor, last dim hidden_size, the parameters' dtype
         check_input(x, self.hidden_size, self.W_q.weight)
 
-        # 线性变换，得到所有头的查询、键、值，各头在最后一维上拼接
+        # 投影，得到所有头的查询、键、值，各头在最后一维上拼接
         # Project: every head's query, key and value, heads concatenated in the last dimension
         q = self.W_q(x)  # [batch_size, seq_len, hidden_size]
         k = self.W_k(x)  # [batch_size, seq_len, hidden_size]
@@ -160,7 +160,7 @@ class MHA(nn.Module):
         # contiguous copies the data into one block in that order (view raises otherwise); view then
         # merges heads_num x head_size into hidden_size. out.size(2) is read before the transpose: seq_len
         out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.hidden_size)  # [batch_size, seq_len, hidden_size]
-        # 最后通过输出线性变换 W_o，混合各头的信息
+        # 最后通过输出投影 W_o，混合各头的信息
         # Finally the output projection W_o mixes the heads' information
         out = self.W_o(out)  # [batch_size, seq_len, hidden_size]
 
