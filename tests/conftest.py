@@ -16,6 +16,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from sitetools import url_prefix
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,18 +52,27 @@ def built_site(site_build) -> Path:
     return site_build.site
 
 
-class QuietHandler(SimpleHTTPRequestHandler):
+class SiteHandler(SimpleHTTPRequestHandler):
+    """Serves the site under its URL prefix, as GitHub Pages does; anything outside it is a 404."""
+
+    prefix = url_prefix()
+
+    def translate_path(self, path):
+        if not path.startswith(self.prefix):
+            return str(Path(self.directory) / "-outside-the-site-prefix-")
+        return super().translate_path("/" + path[len(self.prefix) :])
+
     def log_message(self, format, *args):
         pass
 
 
 @pytest.fixture(scope="session")
 def site_url(built_site):
-    """The built site served by http.server on 127.0.0.1, on a free port: ``http://127.0.0.1:N/``."""
-    handler = functools.partial(QuietHandler, directory=str(built_site))
+    """The built site served on 127.0.0.1 on a free port: ``http://127.0.0.1:N/mha/``."""
+    handler = functools.partial(SiteHandler, directory=str(built_site))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    yield f"http://127.0.0.1:{server.server_address[1]}{SiteHandler.prefix}"
     server.shutdown()
     server.server_close()

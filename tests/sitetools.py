@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -10,9 +11,20 @@ ROOT = Path(__file__).resolve().parents[1]
 LANGUAGES = ("en", "zh")  # en is the default language, built at the site's root
 
 
+def mkdocs_config() -> dict:
+    return yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+
+
+def url_prefix() -> str:
+    """The path the site lives under, from ``site_url`` (GitHub Pages serves a project at
+    ``/<repo>/``, and so do ``mkdocs serve`` and the browser tests): ``/mha/``."""
+    path = urlsplit(mkdocs_config().get("site_url") or "").path
+    return "/" + path.strip("/") + "/" if path.strip("/") else "/"
+
+
 def nav_pages() -> list[str]:
     """The Markdown pages listed in mkdocs.yml's nav, in order (``index.md``, ``math.md``, ...)."""
-    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    config = mkdocs_config()
 
     def walk(items):
         for item in items:

@@ -14,7 +14,7 @@ from sitetools import LANGUAGES, nav_pages, page_path
 
 PAGES = nav_pages()
 LEFTOVER_LATEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$|\\[A-Za-z]+\{")
-NOT_PROSE = re.compile(r"<(pre|code|script|style|textarea)\b.*?</\1>", re.DOTALL)
+NOT_PROSE = re.compile(r"<(pre|code|script|style|textarea|math)\b.*?</\1>", re.DOTALL)
 ASSET = re.compile(r"<(?:script|img|iframe|source)\b[^>]*\bsrc=\"([^\"]+)\"|<link\b[^>]*>")
 HREF = re.compile(r'\bhref="([^"]+)"')
 
@@ -98,3 +98,13 @@ def test_api_reference_has_section_headings_in_each_language(built_site):
         assert english in en, f"en API page lacks {english!r}"
         assert chinese in zh and english not in zh, f"zh API page says {english!r}, not {chinese!r}"
     assert "mha.annotated.MHA" in en and "mha.annotated.MHA" in zh
+
+
+def test_no_line_break_inside_chinese_text(built_site):
+    """A line break in Chinese prose would show as a space (hooks/cjk_breaks.py removes them)."""
+    cjk = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
+    inside = re.compile(f"[{cjk}][ \\t]*\\n[ \\t]*[{cjk}]")
+    for path in sorted((built_site / "zh").rglob("*.html")):
+        prose = NOT_PROSE.sub("<code/>", path.read_text(encoding="utf-8"))
+        found = inside.search(prose)
+        assert found is None, f"{path}: line break inside Chinese text: {found and found[0]!r}"

@@ -1,0 +1,259 @@
+"""The built site in a real browser: headless Chromium driven by Playwright, over 127.0.0.1 only.
+
+Every page of both languages loads without a console or page error (the i18n plugin's missing
+``/zh/sitemap.xml`` aside), its math is rendered, the language switch lands on the twin page,
+search finds Chinese words inside sentences, the copy button copies, and no request leaves
+127.0.0.1: every other request is aborted and recorded, and a test fails if there is one.
+Screenshots go to ``screenshots/`` (git-ignored).
+
+Without Chromium (or without CJK fonts, which Chinese needs to render) these tests skip with a
+reason that says what to install; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/run``) they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from sitetools import LANGUAGES, ROOT, nav_pages, page_path
+
+pytestmark = pytest.mark.browser
+
+PAGES = nav_pages()
+SCREENSHOTS = ROOT / "screenshots"
+INSTALL = "install them with: apt-get install chromium fonts-noto-cjk"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def chromium_path() -> str | None:
+    for candidate in (
+        os.environ.get("MHA_CHROMIUM"),
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+    ):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    return None
+
+
+def missing_browser() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[test]')"
+    if chromium_path() is None:
+        return f"no Chromium found (/usr/bin/chromium); {INSTALL}"
+    try:
+        fonts = subprocess.run(["fc-list"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        fonts = ""
+    if "CJK" not in fonts:
+        return f"no CJK font (Chinese would render as boxes); {INSTALL}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    reason = missing_browser()
+    if reason:
+        if os.environ.get("MHA_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"MHA_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Tab:
+    """One browser page that records console errors, page errors, failed and outside requests."""
+
+    def __init__(self, context, base: str):
+        self.base = base
+        self.outside: list[str] = []
+        self.errors: list[str] = []
+        context.route("**/*", self._route)
+        self.page = context.new_page()
+        self.page.set_default_timeout(10_000)
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+        self.page.on("response", self._response)
+
+    def _route(self, route):
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            self.outside.append(route.request.url)
+            route.abort()
+
+    @staticmethod
+    def _known(url: str) -> bool:
+        # Material fetches sitemap.xml beside each alternate language; i18n writes only one.
+        return urlsplit(url).path.endswith("/sitemap.xml")
+
+    def _console(self, message):
+        if message.type == "error" and not self._known(message.location.get("url", "")):
+            self.errors.append(f"console: {message.text} ({message.location.get('url')})")
+
+    def _response(self, response):
+        if response.status >= 400 and not self._known(response.url):
+            self.errors.append(f"HTTP {response.status}: {response.url}")
+
+    def open(self, lang: str, page: str):
+        self.errors.clear()
+        response = self.page.goto(self.base + page_path(lang, page), wait_until="load")
+        assert response is not None and response.ok, (
+            f"{lang}/{page}: {response and response.status}"
+        )
+        return self.page
+
+    def assert_clean(self):
+        assert not self.outside, f"requests to other hosts: {self.outside}"
+        assert not self.errors, "\n".join(self.errors)
+
+
+@pytest.fixture(scope="module")
+def context(browser):
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 900}, permissions=["clipboard-read", "clipboard-write"]
+    )
+    yield context
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def tab(context, site_url):
+    tab = Tab(context, site_url)
+    yield tab
+    assert not tab.outside, f"requests to other hosts: {tab.outside}"
+
+
+def screenshot(page, name: str, full_page: bool = False) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / name), full_page=full_page)
+
+
+def math_sizes(page) -> list[tuple[float, float]]:
+    return page.eval_on_selector_all(
+        "article math",
+        "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })",
+    )
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize("page", PAGES)
+def test_page_loads_without_errors_and_renders_its_math(tab, lang, page):
+    p = tab.open(lang, page)
+    assert p.locator("html").get_attribute("lang") == lang
+    assert p.locator("article h1").first.inner_text().strip(), f"{lang}/{page} has no title"
+    sizes = math_sizes(p)
+    flat = [s for s in sizes if s[0] <= 0 or s[1] <= 0]
+    assert not flat, f"{lang}/{page}: {len(flat)} of {len(sizes)} formulas are not rendered"
+    tab.assert_clean()
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_home_page_math_is_rendered_as_mathml(tab, lang):
+    p = tab.open(lang, "index.md")
+    sizes = math_sizes(p)
+    assert sizes, f"no <math> on the {lang} home page"
+    block = p.locator("article .mha-math math").first
+    box = block.bounding_box()
+    assert box and box["width"] > 100 and box["height"] > 20, box  # a displayed fraction
+    screenshot(p, f"{lang}-home.png")
+    tab.assert_clean()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_language_switch_lands_on_the_twin_page(tab, page):
+    for here, there in (("en", "zh"), ("zh", "en")):
+        p = tab.open(here, page)
+        p.hover(".md-header .md-select")
+        p.click(f'.md-header .md-select__link[hreflang="{there}"]')
+        p.wait_for_url(tab.base + page_path(there, page))
+        assert p.locator("html").get_attribute("lang") == there
+    tab.assert_clean()
+
+
+def search(tab, lang: str, query: str) -> list[str]:
+    p = tab.open(lang, "index.md")
+    box = p.locator("input.md-search__input")
+    box.click()
+    box.fill(query)
+    box.press("End")  # Material searches on keyup
+    results = p.locator(".md-search-result__item")
+    results.first.wait_for()
+    return [results.nth(i).inner_text() for i in range(results.count())]
+
+
+@pytest.mark.parametrize("query", ["注意力", "投影", "查询"])
+def test_chinese_search_finds_words_inside_sentences(tab, query):
+    results = search(tab, "zh", query)
+    assert results, f"no result for {query}"
+    assert any(query in text for text in results), results[:3]
+    if query == "注意力":
+        screenshot(tab.page, "zh-search.png")
+    tab.assert_clean()
+
+
+@pytest.mark.parametrize("query", ["contiguous", "projection"])
+def test_english_search_finds_words(tab, query):
+    results = search(tab, "en", query)
+    assert any(query in text.lower() for text in results), results[:3]
+    tab.assert_clean()
+
+
+def test_copy_button_copies_the_code_of_its_block(tab):
+    p = tab.open("en", "index.md")
+    block = p.locator("article div.highlight").first
+    code = block.locator("code").inner_text()
+    block.hover()
+    block.locator("button.md-code__button[data-md-type=copy]").click()
+    copied = p.evaluate("navigator.clipboard.readText()")
+    assert copied.strip() == code.strip(), copied
+    assert "model = MHA(hidden_size=20, heads_num=4)" in copied, copied
+    tab.assert_clean()
+
+
+def test_dark_mode_toggle_switches_the_palette(tab):
+    p = tab.open("zh", "index.md")
+    before = p.locator("body").get_attribute("data-md-color-scheme")
+    p.locator("form[data-md-component=palette] label:visible").first.click()
+    p.wait_for_function(f"document.body.dataset.mdColorScheme !== '{before}'")
+    assert p.locator("body").get_attribute("data-md-color-scheme") == "slate"
+    screenshot(p, "zh-home-dark.png")
+    p.locator("form[data-md-component=palette] label:visible").first.click()  # back to light
+    p.wait_for_function("document.body.dataset.mdColorScheme === 'default'")
+    tab.assert_clean()
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_screenshots_of_walkthrough_and_api(tab, lang):
+    for page in ("walkthrough.md", "api.md"):
+        p = tab.open(lang, page)
+        screenshot(p, f"{lang}-{page.removesuffix('.md')}.png")
+    tab.assert_clean()
+
+
+def test_requests_to_other_hosts_are_caught(tab):
+    """The guard is real: a request to another host is aborted and recorded."""
+    p = tab.open("en", "index.md")
+    p.evaluate("fetch('https://example.com/x.js').catch(() => null)")
+    p.wait_for_timeout(200)
+    assert tab.outside == ["https://example.com/x.js"], tab.outside
+    tab.outside.clear()
