@@ -38,14 +38,12 @@ CHROMIUM_ARGS = [
 
 
 def chromium_path() -> str | None:
-    for candidate in (
-        os.environ.get("MHA_CHROMIUM"),
-        "/usr/bin/chromium",
-        shutil.which("chromium"),
-    ):
-        if candidate and Path(candidate).is_file():
-            return candidate
-    return None
+    """``$MHA_CHROMIUM`` if set, else Debian's /usr/bin/chromium, else ``chromium`` on the PATH."""
+    if "MHA_CHROMIUM" in os.environ:
+        candidates = [os.environ["MHA_CHROMIUM"]]
+    else:
+        candidates = ["/usr/bin/chromium", shutil.which("chromium")]
+    return next((c for c in candidates if c and Path(c).is_file()), None)
 
 
 def missing_browser() -> str | None:
@@ -55,7 +53,8 @@ def missing_browser() -> str | None:
     except ImportError:
         return "playwright is not installed (pip install -e '.[test]')"
     if chromium_path() is None:
-        return f"no Chromium found (/usr/bin/chromium); {INSTALL}"
+        where = os.environ.get("MHA_CHROMIUM", "/usr/bin/chromium")
+        return f"no Chromium found ({where}); {INSTALL}"
     try:
         fonts = subprocess.run(["fc-list"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
