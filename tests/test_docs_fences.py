@@ -157,7 +157,10 @@ def fence_problems(path: Path) -> list[str]:
         if not any(b.start <= region.start < b.end for b in blocks):
             line = line_of(text, region.start)
             problems.append(f"{name}:{line}: Sybil runs code that is not a python block")
+    spans = fences(text)
     for match in SKIP_COMMENT.finditer(text):
+        if any(s <= match.start() < e for s, e, _, _ in spans):
+            continue  # markup shown in a code block, not a directive
         line = line_of(text, match.start())
         directive = re.match(r"<!--[ \t]*skip:[ \t]*(\w+)(?:[ \t]+(.*?))?[ \t]*-->", match[0])
         if directive is None:
@@ -285,6 +288,11 @@ def test_checker_catches_a_skip_without_reason(tmp_path, directive):
     text = f"{GOOD}\n{directive}\n\n```python\nassert False, 'never runs'\n```\n{end}"
     problems = fence_problems(write_page(tmp_path, text))
     assert len(problems) == 1 and "gives no reason" in problems[0], problems
+
+
+def test_skip_shown_inside_a_code_block_is_not_a_directive(tmp_path):
+    text = f"{GOOD}\n```markdown\n<!-- skip: next -->\n```\n"
+    assert fence_problems(write_page(tmp_path, text)) == []
 
 
 def test_checker_catches_an_include_mixed_with_code(tmp_path):
