@@ -1,4 +1,5 @@
-"""Sybil: every ```python block of the site (both languages) and every docstring example is a test.
+"""Sybil: every ```python block of the site (both languages), of the README, and every docstring
+example is a test.
 
 A ```python fence whose body is only ``--8<-- "file:section"`` lines is an *include*: MkDocs
 replaces it with that named section of the real file (pymdownx.snippets). Sybil does not run
@@ -17,6 +18,7 @@ import yaml
 from sybil import Sybil
 from sybil.parsers.markdown import ClearNamespaceParser, PythonCodeBlockParser, SkipParser
 from sybil.parsers.rest import DocTestParser
+from sybil.sybil import SybilCollection
 
 ROOT = Path(__file__).resolve().parent
 OPTIONS = ELLIPSIS | NORMALIZE_WHITESPACE
@@ -74,5 +76,7 @@ docs = Sybil(
     patterns=["*.md"],
 )
 docstrings = Sybil(parsers=[DocTestParser(optionflags=OPTIONS)], path="mha", patterns=["*.py"])
+# The README's usage example is code a reader copies first: it runs too.
+readme = Sybil(parsers=[python_blocks, SkipParser()], path=".", filenames=["README.md"])
 
-pytest_collect_file = (docs + docstrings).pytest()
+pytest_collect_file = SybilCollection((docs, docstrings, readme)).pytest()

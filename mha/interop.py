@@ -85,7 +85,7 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
 
 
 def from_torch(t: nn.MultiheadAttention) -> pure.MHA:
-    """Build an :class:`mha.pure.MHA` holding exactly ``t``'s weights.
+    """Build an [`mha.pure.MHA`][mha.pure.MHA] holding exactly ``t``'s weights.
 
     Works for ``batch_first=True`` and ``False`` alike (the weights are the same; only the layout
     of ``t``'s inputs differs: ``[seq_len, batch_size, hidden_size]`` when ``False``, whereas the

@@ -1,7 +1,7 @@
 """The pure MHA (纯享版): the design post's short version, same names, same ``state_dict`` keys.
 
-It computes bit for bit what :class:`mha.annotated.MHA` computes, with the comments stripped; the
-only changes from the post are the one-line checks and the exact ``math.sqrt`` scale.
+It computes bit for bit what [`mha.annotated.MHA`][mha.annotated.MHA] computes, with the comments
+stripped; the only changes from the post are the one-line checks and the exact ``math.sqrt`` scale.
 
 Examples:
     >>> import torch
