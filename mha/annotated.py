@@ -91,7 +91,7 @@ class MHA(nn.Module):
 
     # --8<-- [start:forward]
     def forward(self, x: Tensor) -> Tensor:
-        """Attend every position of ``x`` to every position of ``x``.
+        """Let every position of ``x`` attend to every position of ``x``.
 
         Args:
             x: input sequence, shape ``[batch_size, seq_len, hidden_size]``, the parameters' dtype.
@@ -141,10 +141,14 @@ class MHA(nn.Module):
         v = v.transpose(1, 2)  # [batch_size, heads_num, seq_len, head_size]
 
         # 每个头的查询乘以键的转置，得到每个头的注意力分数（每个查询对每个键一个分数）；
-        # 除以 sqrt(head_size)（精确的 Python 浮点数），让分数的方差不随 head_size 增大，softmax 不饱和
+        # 再除以 sqrt(head_size)，让分数的方差不随 head_size 增大，softmax 不容易饱和。
+        # math.sqrt 得到的是 Python 浮点数（双精度），每次调用不新建张量；float32 下算出的结果与原文
+        # 用 torch.sqrt 的相同，只有少数 head_size 会在最后一位上不同；float64 下则更准确
         # Each head's queries times its keys transposed: one score per (query, key) pair;
-        # divided by sqrt(head_size), an exact Python float, so the scores' variance does not grow
-        # with head_size and softmax does not saturate
+        # divided by sqrt(head_size) so the scores' variance does not grow with head_size and
+        # softmax is less likely to saturate. math.sqrt gives a Python float (double precision),
+        # no new tensor per call. In float32 the result is the same as with the design's torch.sqrt,
+        # except for a last-bit difference at a few head sizes; in float64 it is more accurate
         qk = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, seq_len, seq_len]
         # 在最后一维（键）上做 softmax：每个查询对所有键的权重之和为 1
         # Softmax over the last dim (the keys): each query's weights over all keys sum to 1
@@ -155,10 +159,13 @@ class MHA(nn.Module):
         out = torch.matmul(attn, v)  # [batch_size, heads_num, seq_len, head_size]
         # 拼接各头：transpose 换回 [batch_size, seq_len, heads_num, head_size]；contiguous 按这个顺序
         # 把数据重新排进一块连续内存（否则 view 会报错）；view 再把 heads_num x head_size 合成 hidden_size。
-        # out.size(2) 在 transpose 之前读取，它是 seq_len
+        # view 的参数虽然在 transpose().contiguous() 之后才求值，但读的是 out 的尺寸；out 这个名字
+        # 此时仍指向转置前的 [batch_size, heads_num, seq_len, head_size]，所以 out.size(2) 是 seq_len
         # Concatenate the heads: transpose back to [batch_size, seq_len, heads_num, head_size];
         # contiguous copies the data into one block in that order (view raises otherwise); view then
-        # merges heads_num x head_size into hidden_size. out.size(2) is read before the transpose: seq_len
+        # merges heads_num x head_size into hidden_size. The arguments of view are evaluated after
+        # transpose().contiguous() has run, but on out, which still names the un-transposed tensor
+        # of shape [batch_size, heads_num, seq_len, head_size]: so out.size(2) is seq_len
         out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.hidden_size)  # [batch_size, seq_len, hidden_size]
         # 最后通过输出投影 W_o，混合各头的信息
         # Finally the output projection W_o mixes the heads' information

@@ -1,8 +1,10 @@
 """The scale: the design post divides by ``torch.sqrt(torch.tensor(head_size, dtype=float32))``, a
-new float32 tensor on every call; we divide by ``math.sqrt(head_size)``, an exact Python float.
+new float32 tensor on every call; we divide by ``math.sqrt(head_size)``, a Python float (double
+precision, correctly rounded), and make no tensor for it.
 
-The two agree exactly for perfect squares and differ by at most one float32 ulp otherwise,
-so the outputs agree to float32 precision; in float64 the design's rounding becomes visible.
+The two agree exactly for perfect squares and differ by at most one float32 ulp otherwise, so the
+float32 outputs are the same except for a last-bit difference at a few head sizes; in float64 the
+design's float32 rounding becomes visible and ours matches the reference.
 """
 
 from __future__ import annotations
