@@ -137,3 +137,15 @@ def test_a_page_with_an_avoided_variant_fails(tmp_path):
 def test_a_legitimate_word_containing_a_variant_passes():
     assert find_avoided("用关键字参数 need_weights=False 调用。", ZH_ROWS, "x") == []
     assert [h.term for h in find_avoided("查询和关键字", ZH_ROWS, "x")] == ["键"]
+
+
+def test_head_alone_in_compounds_passes_and_the_avoided_variant_does_not():
+    # 注意力头 is the term; 头 alone is fine in compounds and once the context is clear.
+    assert find_avoided("每个头的维度是 5，头数是 4，这就是多头注意力。", ZH_ROWS, "x") == []
+    hits = find_avoided("每个注意力头部都有自己的投影。", ZH_ROWS, "x")
+    assert [(h.variant, h.term) for h in hits] == [("注意力头部", "注意力头")]
+
+
+def test_the_heads_page_names_the_term_in_its_title():
+    title = (ZH / "heads.md").read_text(encoding="utf-8").splitlines()[0]
+    assert "注意力头" in title, title
