@@ -1,11 +1,12 @@
 """The shape table of docs/{en,zh}/shapes.md is true, cell by cell, in both languages.
 
-The table has one row per tensor of the forward pass: ``| # | Tensor | Expression | Symbolic shape |
-Concrete shape |``. The checker parses it from the markdown, runs every row as
-``tensor = expression`` in order against a real ``MHA``, and compares the real shape with the
-concrete cell (sizes batch 2, seq 3, heads 4, head 5, hidden 20) and with the symbolic cell, with
-the dimension names replaced by numbers, for two sets of all-different sizes. The mutation tests
-feed it altered copies of the page and show that each kind of edited cell is caught.
+The table has one row per tensor of the forward pass, every cell in code font:
+``| Tensor | Expression | Symbolic shape | Concrete shape |``. The checker parses it from the
+markdown, runs every row as ``tensor = expression`` in order against a real ``MHA``, and compares
+the real shape with the concrete cell (sizes batch 2, seq 3, heads 4, head 5, hidden 20) and with
+the symbolic cell, with the dimension names replaced by numbers, for two sets of all-different
+sizes. The mutation tests feed it altered copies of the page and show that each kind of edited
+cell is caught.
 """
 
 from __future__ import annotations
@@ -22,18 +23,21 @@ from mha.annotated import MHA
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 LANGUAGES = ("en", "zh")
-EXPECTED_ROWS = 19
+# The tensor column, top to bottom: every tensor of MHA.forward, the one-liner split into steps.
+TENSORS = ["x", "q", "k", "v", "q", "k", "v", "q", "k", "v"]
+TENSORS += ["k_t", "scores", "qk", "attn", "out", "out_t", "out_c", "concat", "y"]
+EXPECTED_ROWS = len(TENSORS)
 
 # The page's sizes (the concrete column), then another all-different set for the symbolic column.
 PAGE_SIZES = {"batch_size": 2, "seq_len": 3, "heads_num": 4, "head_size": 5, "hidden_size": 20}
 OTHER_SIZES = {"batch_size": 3, "seq_len": 7, "heads_num": 2, "head_size": 6, "hidden_size": 12}
 
-ROW = re.compile(r"^\|\s*(\d+)\s*\|(.*)\|\s*$")
+# A table row whose first cell is in code font (the header and the |---| line are not).
+ROW = re.compile(r"^\|\s*(`[^`|]*`)\s*\|(.*)\|\s*$")
 
 
 @dataclass(frozen=True)
 class Row:
-    number: int
     tensor: str
     expression: str
     symbolic: str
@@ -52,15 +56,15 @@ def unquote(cell: str) -> str:
 
 
 def parse_table(text: str) -> list[Row]:
-    """The rows of the shape table: markdown table lines whose first cell is a row number."""
+    """The rows of the shape table: markdown table lines whose first cell is code."""
     rows = []
     for line in text.splitlines():
         match = ROW.match(line)
         if not match:
             continue
         cells = [unquote(c) for c in match.group(2).split("|")]
-        assert len(cells) == 4, f"expected 5 cells in {line!r}"
-        rows.append(Row(int(match.group(1)), *cells))
+        assert len(cells) == 3, f"expected 4 cells in {line!r}"
+        rows.append(Row(unquote(match.group(1)), *cells))
     return rows
 
 
@@ -78,9 +82,7 @@ def run_rows(rows: list[Row], sizes: dict[str, int]) -> tuple[list[str], dict]:
     env: dict = {"torch": torch, "math": math, "model": model, **sizes}
     problems = []
     for index, row in enumerate(rows, start=1):
-        where = f"row {row.number} ({row.tensor} = {row.expression})"
-        if row.number != index:
-            problems.append(f"{where}: numbered {row.number}, expected {index}")
+        where = f"row {index} ({row.tensor} = {row.expression})"
         if not row.tensor.isidentifier():
             problems.append(f"{where}: tensor name {row.tensor!r} is not an identifier")
             continue
@@ -127,7 +129,7 @@ def check_table(text: str) -> list[str]:
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_shape_table_has_one_row_per_tensor(language):
     rows = parse_table(page(language))
-    assert [r.number for r in rows] == list(range(1, EXPECTED_ROWS + 1))
+    assert [r.tensor for r in rows] == TENSORS
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -147,7 +149,7 @@ def test_shape_table_runs_the_whole_forward_pass(language):
     assert torch.equal(env["y"], env["model"](env["x"]))
 
 
-# (row number, column, replacement): one edit per kind of cell, each plausible-looking.
+# (row number from 1, column, replacement): one edit per kind of cell, each plausible-looking.
 MUTATIONS = [
     (8, "concrete", "[2, 3, 4, 5]"),  # the transpose forgotten
     (5, "symbolic", "[batch_size, heads_num, seq_len, head_size]"),  # the design's wrong comment
@@ -161,22 +163,22 @@ MUTATIONS = [
 
 
 def mutate(text: str, number: int, column: str, replacement: str) -> str:
+    """The page with one cell of the table's row ``number`` (counted from 1) replaced."""
     lines = text.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        match = ROW.match(line.rstrip("\n"))
-        if match and int(match.group(1)) == number:
-            row = parse_table(line)[0]
-            cells = {
-                "tensor": row.tensor,
-                "expression": row.expression,
-                "symbolic": row.symbolic,
-                "concrete": row.concrete,
-            }
-            cells[column] = replacement
-            body = " | ".join(f"`{cells[c]}`" for c in cells)
-            lines[i] = f"| {number} | {body} |\n"
-            return "".join(lines)
-    raise AssertionError(f"row {number} not found")
+    table = [i for i, line in enumerate(lines) if ROW.match(line.rstrip("\n"))]
+    if not 1 <= number <= len(table):
+        raise AssertionError(f"row {number} not found")
+    i = table[number - 1]
+    row = parse_table(lines[i])[0]
+    cells = {
+        "tensor": row.tensor,
+        "expression": row.expression,
+        "symbolic": row.symbolic,
+        "concrete": row.concrete,
+    }
+    cells[column] = replacement
+    lines[i] = "| " + " | ".join(f"`{cells[c]}`" for c in cells) + " |\n"
+    return "".join(lines)
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -191,11 +193,11 @@ def test_an_edited_cell_is_caught(language, number, column, replacement):
 def test_mutate_without_change_keeps_the_table_valid():
     text = page("en")
     row = parse_table(text)[7]
-    assert check_table(mutate(text, row.number, "concrete", row.concrete)) == []
+    assert check_table(mutate(text, 8, "concrete", row.concrete)) == []
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_deleted_row_is_caught(language):
     text = page(language)
-    line = next(x for x in text.splitlines(keepends=True) if x.startswith("| 17 |"))
+    line = next(x for x in text.splitlines(keepends=True) if x.startswith("| `out_c` |"))
     assert check_table(text.replace(line, "")) != []
