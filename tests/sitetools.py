@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,3 +43,16 @@ def page_path(lang: str, page: str) -> str:
     prefix = "" if lang == LANGUAGES[0] else f"{lang}/"
     slug = "" if page == "index.md" else page.removesuffix(".md") + "/"
     return prefix + slug
+
+
+def doc_pages() -> list[Path]:
+    """Every Markdown source page of the site, both languages: ``docs/en/index.md``, ..."""
+    return sorted((ROOT / "docs").rglob("*.md"))
+
+
+def each_doc_page(test):
+    """Parametrize ``test`` over ``doc_pages()``, each named by its path (``docs/zh/math.md``)."""
+    pages = doc_pages()
+    return pytest.mark.parametrize("page", pages, ids=[str(p.relative_to(ROOT)) for p in pages])(
+        test
+    )

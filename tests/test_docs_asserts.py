@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
+from sitetools import each_doc_page
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^([ \t]*)```python[ \t]*\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
@@ -29,10 +29,7 @@ def snippets_without_a_check(text: str) -> list[int]:
     return lines
 
 
-PAGES = sorted((ROOT / "docs").rglob("*.md"))
-
-
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+@each_doc_page
 def test_every_visible_snippet_checks_something(page):
     lines = snippets_without_a_check(page.read_text(encoding="utf-8"))
     assert not lines, f"{page.relative_to(ROOT)}: snippets at lines {lines} assert nothing"

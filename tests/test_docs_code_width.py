@@ -11,7 +11,7 @@ import re
 import unicodedata
 from pathlib import Path
 
-import pytest
+from sitetools import each_doc_page
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 80
@@ -36,10 +36,7 @@ def too_wide(text: str, limit: int = LIMIT) -> list[tuple[int, int]]:
     return found
 
 
-PAGES = sorted((ROOT / "docs").rglob("*.md"))
-
-
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+@each_doc_page
 def test_code_lines_fit_the_column(page):
     wide = too_wide(page.read_text(encoding="utf-8"))
     assert not wide, f"{page.relative_to(ROOT)}: (line, width) over {LIMIT}: {wide}"
