@@ -1,6 +1,7 @@
 """Fixtures of the site tests: one strict build per session, and that site served on 127.0.0.1.
 
 ``tests/test_docs_build.py`` checks the build; ``tests/test_browser.py`` reads the same site.
+In CI (``CI`` set), hypothesis draws the same examples every run, so a red CI is reproducible.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from sitetools import url_prefix
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 
