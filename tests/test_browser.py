@@ -178,6 +178,21 @@ def test_home_page_math_is_rendered_as_mathml(tab, lang):
     tab.assert_clean()
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_math_is_drawn_with_the_self_hosted_math_font(tab, lang):
+    p = tab.open(lang, "math.md")
+    loaded = p.evaluate(
+        """async () => {
+            const faces = await document.fonts.load('16px "Noto Sans Math"', "\u221a");
+            return faces.map(f => f.status);
+        }"""
+    )
+    assert loaded == ["loaded"], f"{lang}: Noto Sans Math did not load from the site: {loaded}"
+    family = p.eval_on_selector("article math", "e => getComputedStyle(e).fontFamily")
+    assert family.startswith('"Noto Sans Math"'), family
+    tab.assert_clean()
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_language_switch_lands_on_the_twin_page(tab, page):
     for here, there in (("en", "zh"), ("zh", "en")):

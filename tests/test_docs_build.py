@@ -35,6 +35,16 @@ def test_strict_build_passes(site_build):
     assert not warnings, "\n".join(warnings)
 
 
+def test_site_serves_its_own_math_font_and_its_license(built_site):
+    fonts = built_site / "assets" / "fonts"
+    font = fonts / "noto-sans-math.woff2"
+    assert font.is_file(), f"{font} missing: `make setup` installs it from the npm registry"
+    assert font.read_bytes()[:4] == b"wOF2", "not a WOFF2 font"
+    assert (fonts / "LICENSE-noto-sans-math.txt").is_file(), "the font's license must ship with it"
+    css = (built_site / "assets" / "mha.css").read_text(encoding="utf-8")
+    assert 'url("fonts/noto-sans-math.woff2")' in css, "mha.css does not load the font"
+
+
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_every_nav_page_is_built_in_each_language(built_site, lang):
     missing = [
