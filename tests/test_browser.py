@@ -204,6 +204,17 @@ def test_language_switch_lands_on_the_twin_page(tab, page):
     tab.assert_clean()
 
 
+def test_language_switch_keeps_the_section(tab):
+    for here, there in (("en", "zh"), ("zh", "en")):
+        p = tab.open(here, "walkthrough.md")
+        p.goto(tab.base + page_path(here, "walkthrough.md") + "#split-heads")
+        p.hover(".md-header .md-select")
+        p.click(f'.md-header .md-select__link[hreflang="{there}"]')
+        p.wait_for_url(tab.base + page_path(there, "walkthrough.md") + "#split-heads")
+        assert p.locator("html").get_attribute("lang") == there
+    tab.assert_clean()
+
+
 def search(tab, lang: str, query: str) -> list[str]:
     p = tab.open(lang, "index.md")
     box = p.locator("input.md-search__input")
