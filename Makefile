@@ -8,10 +8,14 @@ STAMP := $(VENV)/.installed
 FONT_PKG := @fontsource/noto-sans-math@5.3.0
 FONTS    := docs/assets/fonts
 FONT     := $(FONTS)/noto-sans-math.woff2
+# axe-core (MPL-2.0), the accessibility checker tests/test_a11y.py runs in the browser; installed
+# from the npm registry at set-up, never committed, never served with the site.
+AXE_PKG := axe-core@4.14.1
+AXE     := build/axe/axe.min.js
 export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: setup serve build test lint
-setup: $(STAMP) $(FONT)
+setup: $(STAMP) $(FONT) $(AXE)
 
 $(FONT):
 	@command -v npm >/dev/null || { echo "npm (Node.js) is needed to fetch the math font $(FONT_PKG)"; exit 1; }
@@ -21,6 +25,15 @@ $(FONT):
 	cp build/font.tmp/package/LICENSE $(FONTS)/LICENSE-noto-sans-math.txt
 	cp build/font.tmp/package/files/noto-sans-math-latin-400-normal.woff2 $(FONT)
 	rm -rf build/font.tmp
+
+$(AXE):
+	@command -v npm >/dev/null || { echo "npm (Node.js) is needed to fetch $(AXE_PKG)"; exit 1; }
+	rm -rf build/axe.tmp && mkdir -p build/axe.tmp
+	cd build/axe.tmp && npm pack --silent $(AXE_PKG) >/dev/null && tar xzf *.tgz
+	mkdir -p $(dir $(AXE))
+	cp build/axe.tmp/package/LICENSE $(dir $(AXE))LICENSE
+	cp build/axe.tmp/package/axe.min.js $(AXE)
+	rm -rf build/axe.tmp
 
 $(STAMP): pyproject.toml requirements/constraints.txt
 	python3 -m venv $(VENV)
