@@ -2,10 +2,8 @@
 
 Every comment of the form ``# [batch_size, ...]`` at the end of a line states the shape of the
 tensor assigned on that line. ``tests/test_shape_comments.py`` runs ``forward`` and checks each of
-them against the real shape, so none of them can be wrong. The design post's comment after
-``.view`` said ``[batch_size, heads_num, seq_len, head_size]``; the real shape, stated here, is
-``[batch_size, seq_len, heads_num, head_size]`` -- the heads only move to dimension 1 with
-``.transpose(1, 2)``.
+them against the real shape, so none of them can be wrong. The design post's own comment after
+``.view`` states the wrong shape; the site's Pitfalls page gives the whole account.
 
 Examples:
     >>> import torch
@@ -122,33 +120,29 @@ class MHA(nn.Module):
         k = self.W_k(x)  # [batch_size, seq_len, hidden_size]
         v = self.W_v(x)  # [batch_size, seq_len, hidden_size]
 
-        # 按头拆分：把最后一维 hidden_size 拆成 heads_num x head_size，不复制数据。
-        # 注意：原文此处注释写成 [batch_size, heads_num, seq_len, head_size]，是错的；
-        # view 只拆最后一维，heads_num 排在 seq_len 之后
-        # Split into heads: the last dim hidden_size becomes heads_num x head_size, no copy.
-        # Note: the design post's comment here says [batch_size, heads_num, seq_len, head_size],
-        # which is wrong; view only splits the last dim, so heads_num comes after seq_len
+        # 按头拆分：view 只把最后一维 hidden_size 拆成 heads_num × head_size，不复制数据，
+        # 所以 heads_num 排在 seq_len 之后（原文这一行的形状注释写错了，详见“常见陷阱”）
+        # Split into heads: view only splits the last dim hidden_size into heads_num x head_size,
+        # no copy, so heads_num comes after seq_len (the design's comment here is wrong: Pitfalls)
         q = q.view(q.size(0), q.size(1), self.heads_num, self.head_size)  # [batch_size, seq_len, heads_num, head_size]
         k = k.view(k.size(0), k.size(1), self.heads_num, self.head_size)  # [batch_size, seq_len, heads_num, head_size]
         v = v.view(v.size(0), v.size(1), self.heads_num, self.head_size)  # [batch_size, seq_len, heads_num, head_size]
 
-        # 交换 seq_len 与 heads_num 两维，让每个头成为一个独立的批次，后面的矩阵乘法一次算完所有头；
-        # transpose 只改步长，不搬数据，结果不再连续
-        # Swap seq_len and heads_num so each head is its own batch and one matmul serves all heads;
-        # transpose only changes strides, moves no data, and leaves the tensor non-contiguous
+        # 交换 seq_len 与 heads_num：heads_num 和 batch_size 一起当作批维度，一次矩阵乘法算完所有头。
+        # transpose 只改步长，不搬数据；seq_len 和 heads_num 都大于 1 时，结果不再连续
+        # Swap seq_len and heads_num: with batch_size, heads_num becomes a batch dimension, so one
+        # matmul serves all heads. transpose only changes strides and moves no data; when seq_len
+        # and heads_num both exceed 1, the result is no longer contiguous
         q = q.transpose(1, 2)  # [batch_size, heads_num, seq_len, head_size]
         k = k.transpose(1, 2)  # [batch_size, heads_num, seq_len, head_size]
         v = v.transpose(1, 2)  # [batch_size, heads_num, seq_len, head_size]
 
-        # 每个头的查询乘以键的转置，得到每个头的注意力分数（每个查询对每个键一个分数）；
-        # 再除以 sqrt(head_size)，让分数的方差不随 head_size 增大，softmax 不容易饱和。
-        # math.sqrt 得到的是 Python 浮点数（双精度），每次调用不新建张量；float32 下算出的结果与原文
-        # 用 torch.sqrt 的相同，只有少数 head_size 会在最后一位上不同；float64 下则更准确
-        # Each head's queries times its keys transposed: one score per (query, key) pair;
-        # divided by sqrt(head_size) so the scores' variance does not grow with head_size and
-        # softmax is less likely to saturate. math.sqrt gives a Python float (double precision),
-        # no new tensor per call. In float32 the result is the same as with the design's torch.sqrt,
-        # except for a last-bit difference at a few head sizes; in float64 it is more accurate
+        # 每个头的查询乘以键的转置，每个查询对每个键得到一个注意力分数；除以 sqrt(head_size)，
+        # 分数的方差就不随 head_size 增大，softmax 不容易饱和
+        # Each head's queries times its keys transposed: one score per (query, key) pair, divided
+        # by sqrt(head_size) so the scores' variance does not grow with head_size
+        # 缩放因子用 math.sqrt 算（原文用 torch.sqrt，两者的差别见“常见陷阱”）
+        # The scale comes from math.sqrt (the design uses torch.sqrt; see Pitfalls for the difference)
         qk = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, seq_len, seq_len]
         # 在最后一维（键）上做 softmax：每个查询对所有键的权重之和为 1
         # Softmax over the last dim (the keys): each query's weights over all keys sum to 1
@@ -157,15 +151,17 @@ class MHA(nn.Module):
         # 用注意力权重对值加权求和，得到每个头的输出
         # Weight the values by the attention: each head's output
         out = torch.matmul(attn, v)  # [batch_size, heads_num, seq_len, head_size]
-        # 拼接各头：transpose 换回 [batch_size, seq_len, heads_num, head_size]；contiguous 按这个顺序
-        # 把数据重新排进一块连续内存（否则 view 会报错）；view 再把 heads_num x head_size 合成 hidden_size。
-        # view 的参数虽然在 transpose().contiguous() 之后才求值，但读的是 out 的尺寸；out 这个名字
-        # 此时仍指向转置前的 [batch_size, heads_num, seq_len, head_size]，所以 out.size(2) 是 seq_len
-        # Concatenate the heads: transpose back to [batch_size, seq_len, heads_num, head_size];
-        # contiguous copies the data into one block in that order (view raises otherwise); view then
-        # merges heads_num x head_size into hidden_size. The arguments of view are evaluated after
-        # transpose().contiguous() has run, but on out, which still names the un-transposed tensor
-        # of shape [batch_size, heads_num, seq_len, head_size]: so out.size(2) is seq_len
+        # 拼接各头：transpose 换回 [batch_size, seq_len, heads_num, head_size]，这时一般不连续；
+        # contiguous 按这个顺序把数据复制进一块连续内存（本来就连续则不复制），否则 view 会报错；
+        # view 再把 heads_num × head_size 合成 hidden_size。
+        # view 的参数在 transpose().contiguous() 之后才求值，但 out 这个名字此时仍指向转置前、
+        # 形状为 [batch_size, heads_num, seq_len, head_size] 的张量，所以 out.size(2) 是 seq_len
+        # Concatenate the heads: transpose back to [batch_size, seq_len, heads_num, head_size],
+        # in general not contiguous; contiguous copies the data into one block in that order (no
+        # copy if it already is one), without which view raises; view then merges
+        # heads_num x head_size into hidden_size. The arguments of view are evaluated after
+        # transpose().contiguous() has run, but out still names the un-transposed tensor of
+        # shape [batch_size, heads_num, seq_len, head_size]: so out.size(2) is seq_len
         out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.hidden_size)  # [batch_size, seq_len, hidden_size]
         # 最后通过输出投影 W_o，混合各头的信息
         # Finally the output projection W_o mixes the heads' information

@@ -3,11 +3,11 @@
 Every error names the argument, the value it should have and the value it got, and is raised at the
 earliest point: sizes in ``__init__``, the input at the top of ``forward``. The design post builds
 ``MHA(10, 3)`` without complaint and only fails later, deep inside ``.view``; it also returns a
-silently wrong shape for some 2-D and 4-D inputs. These checks turn both into clear errors.
+silently wrong shape for some 4-D inputs, and for a 2-D input when ``hidden_size`` is 1. These
+checks turn both into clear errors.
 
 Examples:
     >>> check_sizes(20, 4)
-    5
     >>> check_sizes(10, 3)
     Traceback (most recent call last):
     ...
@@ -30,15 +30,12 @@ def _check_positive_int(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a positive int, got {value}")
 
 
-def check_sizes(hidden_size: int, heads_num: int) -> int:
-    """Check the constructor's sizes and return ``head_size``.
+def check_sizes(hidden_size: int, heads_num: int) -> None:
+    """Check the constructor's sizes; the caller then computes ``head_size`` itself.
 
     Args:
         hidden_size: model width, the last dimension of the input.
         heads_num: number of attention heads; must divide ``hidden_size``.
-
-    Returns:
-        ``head_size = hidden_size // heads_num``.
 
     Raises:
         TypeError: a size is not an ``int`` (``bool`` and ``float`` included).
@@ -46,7 +43,6 @@ def check_sizes(hidden_size: int, heads_num: int) -> int:
 
     Examples:
         >>> check_sizes(512, 8)
-        64
         >>> check_sizes(20.0, 4)
         Traceback (most recent call last):
         ...
@@ -59,7 +55,27 @@ def check_sizes(hidden_size: int, heads_num: int) -> int:
             f"hidden_size ({hidden_size}) must be divisible by heads_num ({heads_num}); "
             f"{hidden_size} % {heads_num} = {hidden_size % heads_num}"
         )
-    return hidden_size // heads_num
+
+
+# The floating dtypes autocast casts to its lower precision (float64 it leaves alone).
+_AUTOCAST_CASTS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _autocast_enabled(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 takes no device type
+        if device_type == "cpu":
+            return torch.is_autocast_cpu_enabled()
+        return torch.is_autocast_enabled()
+
+
+def _autocast_will_cast(x: Tensor, weight: Tensor) -> bool:
+    """Whether autocast is on for ``x``'s device and will cast both ``x`` and ``weight``."""
+    if not torch.jit.is_scripting():
+        if x.dtype in _AUTOCAST_CASTS and weight.dtype in _AUTOCAST_CASTS:
+            return _autocast_enabled(x.device.type)
+    return False
 
 
 def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
@@ -68,12 +84,15 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
     Args:
         x: the input; must be a floating-point tensor of shape
             ``[batch_size, seq_len, hidden_size]`` with the same dtype and device as ``weight``.
-            ``batch_size`` and ``seq_len`` may be 0.
+            ``batch_size`` and ``seq_len`` may be 0. Under ``torch.autocast`` for ``x``'s device,
+            the dtypes may differ when autocast casts both (float32, float16, bfloat16): a layer's
+            bfloat16 output can then feed the next layer, whose parameters stay float32.
         hidden_size: the module's ``hidden_size``.
         weight: one of the module's parameters (its dtype and device are the expected ones).
 
     Raises:
-        TypeError: ``x`` is not a tensor, not floating point, or of another dtype than ``weight``.
+        TypeError: ``x`` is not a tensor, not floating point, or of another dtype than ``weight``
+            (outside autocast).
         ValueError: ``x`` is not 3-D, its last dimension is not ``hidden_size``, or it lives on
             another device than ``weight``.
 
@@ -99,7 +118,7 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
         )
     if not torch.is_floating_point(x):
         raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-    if x.dtype != weight.dtype:
+    if x.dtype != weight.dtype and not _autocast_will_cast(x, weight):
         raise TypeError(
             f"x.dtype must match the parameters' dtype ({weight.dtype}), got {x.dtype}; "
             f"use x.to({weight.dtype}) or model.to({x.dtype})"

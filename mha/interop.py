@@ -1,8 +1,8 @@
-"""Convert between ``mha``'s MHA and PyTorch's ``torch.nn.MultiheadAttention``, exactly.
+"""Convert between ``mha``'s MHA (annotated or pure) and ``torch.nn.MultiheadAttention``, exactly.
 
 The weights map one to one (``in_proj`` stacks the three projections along dimension 0):
 
-| ``torch.nn.MultiheadAttention``       | ``mha.MHA``                                  |
+| ``torch.nn.MultiheadAttention``       | ``mha.pure.MHA`` / ``mha.annotated.MHA``     |
 |---------------------------------------|----------------------------------------------|
 | ``in_proj_weight[0:h]``               | ``W_q.weight``                               |
 | ``in_proj_weight[h:2h]``              | ``W_k.weight``                               |
@@ -115,7 +115,8 @@ def from_torch(t: nn.MultiheadAttention) -> pure.MHA:
     if not isinstance(t, nn.MultiheadAttention):
         raise TypeError(f"t must be a torch.nn.MultiheadAttention, got {type(t).__name__}")
     problems = []
-    if not t._qkv_same_embed_dim:
+    # With kdim or vdim different from embed_dim, PyTorch keeps three separate weights instead.
+    if t.in_proj_weight is None:
         problems.append(
             f"kdim={t.kdim}, vdim={t.vdim} (separate q/k/v weights), "
             f"expected kdim = vdim = embed_dim = {t.embed_dim}"

@@ -2,9 +2,10 @@
 
 It computes bit for bit what [`mha.annotated.MHA`][mha.annotated.MHA] computes, with the comments
 stripped. The changes from the post: the argument checks (``check_sizes``, ``check_input``), type
-hints, and the scale ``math.sqrt(head_size)``, a Python float (double precision, no new tensor per
-call). In float32 it gives the design's result except for a last-bit difference at a few head
-sizes; in float64 it is more accurate.
+hints, and the scale ``math.sqrt(head_size)``, a Python float: each call no longer runs the
+design's ``torch.tensor`` and ``torch.sqrt``. In float32 the outputs equal the design's except in
+the last bit at a few head sizes (the site's Pitfalls page lists them); in float64 they are more
+accurate.
 
 Examples:
     >>> import torch

@@ -10,9 +10,6 @@ checker finds the post's wrong ``.view`` comment.
 
 from __future__ import annotations
 
-import math
-
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -104,13 +101,3 @@ def reference_attention(m, x: Tensor) -> Tensor:
     q, k, v = split(m.W_q(x)), split(m.W_k(x)), split(m.W_v(x))
     out = F.scaled_dot_product_attention(q, k, v)
     return m.W_o(out.movedim(1, -2).flatten(-2))
-
-
-def exact_scale(head_size: int) -> float:
-    """The scale we use: ``math.sqrt`` in double precision (correctly rounded)."""
-    return math.sqrt(head_size)
-
-
-def design_scale(head_size: int) -> Tensor:
-    """The scale the design post uses: a float32 tensor made and square-rooted on every call."""
-    return torch.sqrt(torch.tensor(head_size, dtype=torch.float32))

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import mha.annotated
 import mha.pure
+from mha.interop import to_torch
 
 IMPLEMENTATIONS = [mha.annotated.MHA, mha.pure.MHA]
 IMPL_IDS = ["annotated", "pure"]
@@ -246,3 +247,51 @@ def test_empty_inputs_of_any_shape_return_empty_outputs(batch_size, seq_len, hea
     for MHA in IMPLEMENTATIONS:
         out = MHA(heads_num * 3, heads_num)(torch.randn(batch_size, seq_len, heads_num * 3))
         assert out.shape == (batch_size, seq_len, heads_num * 3)
+
+
+# ---- Autocast: a layer's lower-precision output feeds the next layer --------------------------
+
+AUTOCAST_CASES = [
+    pytest.param("cpu", torch.bfloat16, id="cpu-bfloat16"),
+    pytest.param(
+        "cuda",
+        torch.float16,
+        id="cuda-float16",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+    ),
+]
+
+
+@impls
+@pytest.mark.parametrize(("device", "dtype"), AUTOCAST_CASES)
+def test_stacked_layers_run_under_autocast_like_torch_multihead_attention(MHA, device, dtype):
+    torch.manual_seed(0)
+    first, second = MHA(20, 4).to(device), MHA(20, 4).to(device)
+    x = torch.randn(2, 3, 20, device=device)
+    t_first, t_second = to_torch(first), to_torch(second)
+    with torch.autocast(device, dtype=dtype):
+        out = second(first(x))  # second gets a `dtype` input, its parameters stay float32
+        h, _ = t_first(x, x, x, need_weights=False)
+        expected, _ = t_second(h, h, h, need_weights=False)
+    assert (out.shape, out.dtype, second.W_q.weight.dtype) == ((2, 3, 20), dtype, torch.float32)
+    torch.testing.assert_close(out, expected, atol=2e-2, rtol=2e-2)
+
+
+@impls
+def test_under_autocast_the_output_stays_close_to_float32(MHA):
+    torch.manual_seed(0)
+    first, second = MHA(20, 4), MHA(20, 4)
+    x = torch.randn(2, 3, 20)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = second(first(x))
+    torch.testing.assert_close(low.float(), second(first(x)), atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64])
+def test_under_autocast_an_input_autocast_does_not_cast_still_raises_type_error(model, dtype):
+    # Autocast leaves float64 (and non-floating tensors) alone: the clear error stays.
+    x = torch.zeros(2, 3, 20, dtype=dtype)
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(TypeError) as e:
+        model(x)
+    assert str(dtype) in str(e.value)
+    assert raised_in_checks(e)

@@ -234,12 +234,6 @@ def test_view_comment_states_seq_len_before_heads_num():
         assert a.comment == ("batch_size", "seq_len", "heads_num", "head_size")
 
 
-def test_size_sets_are_all_different():
-    for sizes in SIZE_SETS:
-        values = list(dims_of(*sizes).values())
-        assert len(set(values)) == len(values), values
-
-
 def test_checker_runs_the_same_class_the_package_exports():
     # Executing the file's source gives the same shapes as importing it: the checker's default
     # path (exec) and the real module agree.
