@@ -2,13 +2,22 @@
 
 ``docs/zh/glossary.md`` holds a table ``| English | 中文 | 不用 |``: for each concept, the Chinese
 term the site uses and the variants it avoids (separated by 、, or — for none). These tests parse
-that table and check every other zh page against it, prose and code comments alike, including the
-source files a page pulls in with ``--8<--``.
+that table and check every other zh page against it: its prose and the comments of its code blocks,
+and the Chinese comments of the source files it pulls in with ``--8<--``.
+
+What a reader reads as Chinese text is checked; code is not. Fenced code (but its comments), inline
+code, link targets, ``{ #anchor }`` attributes and URLs are blanked before the check, so the
+variable ``one_token``, the anchor ``{ #fused-kernel }`` and the English comments of
+``mha/annotated.py`` (the zh pages never show them: ``hooks/include_language.py``) pass. A variant
+written in Latin letters (``token``, ``kernel``) is matched as a whole word, in any case, with an
+optional plural ``s``.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,6 +31,20 @@ NO_VARIANT = {"", "—", "-"}
 # Words that contain an avoided variant but mean something else: 关键字参数 is a keyword argument.
 LEGITIMATE = ("关键字参数",)
 INCLUDE = re.compile(r'-{2}8<-{2}\s+"([^"]+)"')
+CJK = re.compile("[\u3400-\u9fff]")
+
+FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+HIDDEN_START = re.compile(r"^[ \t]*<!--[ \t]*(?:invisible-)?code(?:-block)?[ \t]*:")
+INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+LINK_TARGET = re.compile(r"\]\([^)]*\)")
+ATTRIBUTES = re.compile(r"\{[ \t]*[#.:][^}]*\}")
+URL = re.compile(r"<?https?://[^\s>)]+>?")
+NOT_PROSE = (INLINE_CODE, LINK_TARGET, ATTRIBUTES, URL)
+# Heads and positions are numbered from 0 and written 头 0、头 i、位置 2: "第 0 个头" reads as the
+# first or as the zeroth, "第 i 个头" leaves the reader to guess whether i starts at 0 or 1.
+ORDINAL = re.compile(
+    r"第[ \t]*(?:\$[^$\n]+\$|`[^`\n]+`|\d+|[A-Za-z])[ \t]*个(?:注意力)?(?:头|位置)"
+)
 
 
 class Row(NamedTuple):
@@ -59,17 +82,113 @@ def parse_glossary(path: Path) -> list[Row]:
     return rows
 
 
-def find_avoided(text: str, rows: list[Row], where: str) -> list[Hit]:
-    """Every occurrence of an avoided variant in ``text``, with its line and the preferred term."""
+def variant_pattern(variant: str) -> re.Pattern:
+    """A Chinese variant matches anywhere; a Latin one as a whole word, any case, plural too."""
+    if variant.isascii():
+        word = re.escape(variant)
+        return re.compile(rf"(?<![A-Za-z0-9_]){word}s?(?![A-Za-z0-9_])", re.IGNORECASE)
+    return re.compile(re.escape(variant))
+
+
+def comment_of(line: str, quote: str | None) -> tuple[str, str | None]:
+    """The ``#`` comment of a line of Python ("" if none), skipping strings; ``quote`` carries an
+    open triple-quoted string from line to line."""
+    i = 0
+    while i < len(line):
+        if quote:
+            if line.startswith(quote, i):
+                i += len(quote)
+                quote = None
+                continue
+            if line[i] == "\\":
+                i += 1
+        elif line[i] == "#":
+            return line[i:], None
+        elif line[i] in "'\"":
+            triple = line[i] * 3
+            quote = triple if line.startswith(triple, i) else line[i]
+            i += len(quote)
+            continue
+        i += 1
+    if quote in ("'", '"'):  # a single-quoted string never spans lines
+        quote = None
+    return "", quote
+
+
+def readable_markdown(text: str, inline_code: bool = False) -> list[str]:
+    """The lines of a Markdown page as a reader reads them: prose without its link targets,
+    attributes and URLs (and without its inline code unless ``inline_code``); of code blocks
+    (fenced or hidden setup) only the comments."""
+    out = []
+    fence: str | None = None
+    hidden = False
+    quote: str | None = None
+    for line in text.splitlines():
+        if fence or hidden:
+            closing = FENCE.match(line)
+            if fence and closing and closing.group(1).startswith(fence):
+                fence, quote = None, None
+                out.append("")
+            elif hidden and line.strip() == "-->":
+                hidden, quote = False, None
+                out.append("")
+            else:
+                comment, quote = comment_of(line, quote)
+                out.append(comment)
+            continue
+        opening = FENCE.match(line)
+        if opening:
+            fence = opening.group(1)
+            out.append("")
+            continue
+        if HIDDEN_START.match(line):
+            hidden = True
+            out.append("")
+            continue
+        blanked = NOT_PROSE[1:] if inline_code else NOT_PROSE
+        for pattern in blanked:
+            line = pattern.sub(" ", line)
+        out.append(line)
+    return out
+
+
+def chinese_comments(source: str) -> list[str]:
+    """The lines of a Python file reduced to their comments, Chinese ones only ("" elsewhere)."""
+    out = [""] * len(source.splitlines())
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT and CJK.search(token.string):
+            out[token.start[0] - 1] = token.string
+    return out
+
+
+def readable_lines(text: str, kind: str, inline_code: bool = False) -> list[str]:
+    """``text`` reduced to what the glossary checks: a ``markdown`` page or a ``python`` source."""
+    if kind == "python":
+        return chinese_comments(text)
+    return readable_markdown(text, inline_code)
+
+
+def find_avoided(text: str, rows: list[Row], where: str, kind: str = "markdown") -> list[Hit]:
+    """Every avoided variant in the readable part of ``text``, with its line and the term to use."""
+    patterns = [(variant_pattern(v), v, row.chinese) for row in rows for v in row.avoided]
     hits = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(readable_lines(text, kind), start=1):
         for word in LEGITIMATE:
             line = line.replace(word, "")
-        for row in rows:
-            for variant in row.avoided:
-                if variant in line:
-                    hits.append(Hit(where, number, variant, row.chinese))
+        for pattern, variant, term in patterns:
+            if pattern.search(line):
+                hits.append(Hit(where, number, variant, term))
     return hits
+
+
+def find_ordinals(text: str, where: str, kind: str = "markdown") -> list[Hit]:
+    """Heads and positions counted with 第 … 个: write 头 0、位置 i instead."""
+    lines = readable_lines(text, kind, inline_code=True)
+    return [
+        Hit(where, number, found.group(0), "头 N / 位置 N")
+        for number, line in enumerate(lines, start=1)
+        for found in ORDINAL.finditer(line)
+    ]
 
 
 def included_files(page: Path) -> list[Path]:
@@ -78,13 +197,17 @@ def included_files(page: Path) -> list[Path]:
     return sorted(ROOT / name for name in names)
 
 
-def page_texts(page: Path) -> list[tuple[str, str]]:
-    """(where, text) for the page itself and for every file it includes."""
-    texts = [(str(page.relative_to(ROOT)), page.read_text(encoding="utf-8"))]
+def page_texts(page: Path) -> list[tuple[str, str, str]]:
+    """(where, text, kind) for the page itself and for every file it includes."""
+    texts = [(str(page.relative_to(ROOT)), page.read_text(encoding="utf-8"), "markdown")]
     for path in included_files(page):
         where = f"{path.relative_to(ROOT)} (included by {page.name})"
-        texts.append((where, path.read_text(encoding="utf-8")))
+        texts.append((where, path.read_text(encoding="utf-8"), "python"))
     return texts
+
+
+def report(hits: list[Hit]) -> str:
+    return "\n".join(f"{h.where}:{h.line}: {h.variant!r}, write {h.term!r}" for h in hits)
 
 
 ZH_ROWS = parse_glossary(ZH / GLOSSARY)
@@ -105,16 +228,37 @@ def test_en_glossary_has_the_same_rows():
 
 def test_no_avoided_variant_is_part_of_a_term():
     # Otherwise every correct use of that term would be reported as a variant.
-    variants = [v for row in ZH_ROWS for v in row.avoided]
-    clashes = [(v, r.chinese) for v in variants for r in ZH_ROWS if v in r.chinese]
+    clashes = [
+        (v, r.chinese)
+        for row in ZH_ROWS
+        for v in row.avoided
+        for r in ZH_ROWS
+        if variant_pattern(v).search(r.chinese)
+    ]
     assert clashes == [], clashes
+
+
+def test_glossary_has_the_terms_of_issue_7():
+    terms = {r.chinese: r.avoided for r in ZH_ROWS}
+    assert {"批维度", "通道", "位置", "算子"} <= set(terms), sorted(terms)
+    assert {"批次维度", "批量维度"} <= set(terms["批维度"]), terms["批维度"]
+    assert {"词元", "token"} <= set(terms["位置"]), terms["位置"]
+    assert {"内核", "核函数", "kernel"} <= set(terms["算子"]), terms["算子"]
 
 
 @pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
 def test_zh_page_uses_no_avoided_variant(page):
-    hits = [hit for where, text in page_texts(page) for hit in find_avoided(text, ZH_ROWS, where)]
-    report = "\n".join(f"{h.where}:{h.line}: {h.variant!r}, write {h.term!r}" for h in hits)
-    assert hits == [], f"avoided variants (see docs/zh/glossary.md):\n{report}"
+    texts = page_texts(page)
+    hits = [hit for where, text, kind in texts for hit in find_avoided(text, ZH_ROWS, where, kind)]
+    assert hits == [], f"avoided variants (see docs/zh/glossary.md):\n{report(hits)}"
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
+def test_zh_page_numbers_heads_and_positions_from_0(page):
+    hits = [
+        hit for where, text, kind in page_texts(page) for hit in find_ordinals(text, where, kind)
+    ]
+    assert hits == [], f"write 头 0、位置 i (see docs/zh/glossary.md#notes):\n{report(hits)}"
 
 
 @pytest.mark.parametrize("row", ZH_ROWS, ids=lambda r: r.english)
@@ -144,6 +288,83 @@ def test_head_alone_in_compounds_passes_and_the_avoided_variant_does_not():
     assert find_avoided("每个头的维度是 5，头数是 4，这就是多头注意力。", ZH_ROWS, "x") == []
     hits = find_avoided("每个注意力头部都有自己的投影。", ZH_ROWS, "x")
     assert [(h.variant, h.term) for h in hits] == [("注意力头部", "注意力头")]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("批次维度上做广播。", [("批次维度", "批维度")]),
+        ("沿 batch 维拼接。", [("batch 维", "批维度")]),
+        ("如果输入只有一个 token，", [("token", "位置")]),
+        ("每个 Tokens 都有一个查询。", [("token", "位置")]),
+        ("词元之间互相关注。", [("词元", "位置")]),
+        ("融合 kernel 更快，", [("kernel", "算子")]),
+        ("调用了两次内核。", [("内核", "算子")]),
+        ("写一个核函数。", [("核函数", "算子")]),
+    ],
+    ids=["pici-weidu", "batch-wei", "token", "Tokens", "ciyuan", "kernel", "neihe", "hehanshu"],
+)
+def test_the_new_terms_of_issue_7_catch_their_variants(text, expected):
+    hits = find_avoided(text, ZH_ROWS, "x")
+    assert [(h.variant, h.term) for h in hits] == expected, hits
+
+
+def test_the_new_terms_pass_where_they_are_written_right():
+    text = (
+        "批维度上做广播。序列长度为 1 时只有一个位置。融合算子的调用次数更少。每个通道属于一个头。"
+    )
+    assert find_avoided(text, ZH_ROWS, "x") == []
+
+
+def test_code_inline_code_links_and_anchors_are_not_prose():
+    text = (
+        "## 融合算子 { #fused-kernel }\n\n"
+        "见[这里](pytorch.md#fused-kernel)，调用 `one_token.transpose(1, 2)`，"
+        "参见 https://example.org/kernel。\n\n"
+        "```python\n"
+        "one_token = torch.randn(2, 4, 1, 5)\n"
+        'kernel = "token"  # 只有一个位置\n'
+        "```\n\n"
+        "<!-- invisible-code-block: python\ntoken = 1\n-->\n"
+    )
+    assert find_avoided(text, ZH_ROWS, "x") == []
+
+
+def test_a_comment_in_a_code_block_is_checked_but_a_string_is_not():
+    text = '```python\nx = "# token"  # 每个 token 一行\ny = 2  # fused kernel\n```\n'
+    hits = find_avoided(text, ZH_ROWS, "x")
+    assert [(h.line, h.variant) for h in hits] == [(2, "token"), (3, "kernel")], hits
+
+
+def test_included_source_files_are_checked_in_their_chinese_comments_only():
+    source = (
+        '"""A docstring may say token and kernel."""\n'
+        "# 每个 token 一个查询\n"
+        "# One query per token\n"
+        "x = 1  # 融合内核\n"
+        "y = 2  # fused kernel\n"
+    )
+    hits = find_avoided(source, ZH_ROWS, "mha/x.py", "python")
+    assert [(h.line, h.variant) for h in hits] == [(2, "token"), (4, "内核")], hits
+
+
+def test_included_annotated_source_is_checked_in_its_chinese_comments():
+    source = (ROOT / "mha" / "annotated.py").read_text(encoding="utf-8")
+    readable = chinese_comments(source)
+    assert sum(bool(line) for line in readable) >= 20, "too few Chinese comments found"
+    assert all(CJK.search(line) for line in readable if line), "an English comment slipped in"
+
+
+def test_heads_and_positions_are_numbered_from_0():
+    bad = "第 0 个头只看位置 0；第 $i$ 个头；第 `i` 个位置；第 2 个注意力头。"
+    assert [h.variant for h in find_ordinals(bad, "x")] == [
+        "第 0 个头",
+        "第 $i$ 个头",
+        "第 `i` 个位置",
+        "第 2 个注意力头",
+    ]
+    good = "头 0 只看位置 0；头 $i$ 的通道；第 1 维是头数；第 $r$ 行。"
+    assert find_ordinals(good, "x") == []
 
 
 def test_the_heads_page_names_the_term_in_its_title():
