@@ -6,25 +6,26 @@ replaces it with that named section of the real file (pymdownx.snippets). Sybil 
 the directive as Python; it checks that the include resolves, exactly as the build resolves it,
 to non-empty code that compiles. The included code itself is tested by the package's tests and
 docstrings. ``tests/test_docs_fences.py`` checks that every python-looking fence is collected here.
+
+The pages' parsers come from ``hooks/runnable.py``, which builds each block's "Copy as a runnable
+script" at build time from the same parse: what a reader copies is what these tests run.
 """
 
 import re
 import textwrap
-from doctest import ELLIPSIS, NORMALIZE_WHITESPACE
 from pathlib import Path
 
 import markdown
 import yaml
 from sybil import Sybil
-from sybil.parsers.markdown import ClearNamespaceParser, PythonCodeBlockParser, SkipParser
+from sybil.parsers.markdown import SkipParser
 from sybil.parsers.rest import DocTestParser
 from sybil.sybil import SybilCollection
 
-ROOT = Path(__file__).resolve().parent
-OPTIONS = ELLIPSIS | NORMALIZE_WHITESPACE
+from hooks.runnable import DOCTEST_OPTIONS as OPTIONS
+from hooks.runnable import PythonOrIncludeBlockParser, markdown_parsers
 
-# A fence body made only of snippet directives: `--8<-- "mha/annotated.py:forward"`.
-INCLUDE_ONLY = re.compile(r'(?:[ \t]*--8<--[ \t]+"[^"\n]+"[ \t]*(?:\n|$))+')
+ROOT = Path(__file__).resolve().parent
 INCLUDE_TARGET = re.compile(r'--8<--[ \t]+"([^"\n]+)"')
 
 
@@ -58,23 +59,9 @@ def check_include(example) -> None:
     compile(code, source.strip(), "exec")
 
 
-class PythonOrIncludeBlockParser(PythonCodeBlockParser):
-    """Python code blocks run as usual; include-only blocks are checked by `check_include`."""
-
-    def __call__(self, document):
-        for region in super().__call__(document):
-            if isinstance(region.parsed, str) and INCLUDE_ONLY.fullmatch(region.parsed):
-                region.evaluator = check_include
-            yield region
-
-
-python_blocks = PythonOrIncludeBlockParser(doctest_optionflags=OPTIONS)
-
-docs = Sybil(
-    parsers=[python_blocks, SkipParser(), ClearNamespaceParser()],
-    path="docs",
-    patterns=["*.md"],
-)
+# Include-only fences are checked by `check_include` instead of being run.
+python_blocks = PythonOrIncludeBlockParser(check_include, doctest_optionflags=OPTIONS)
+docs = Sybil(parsers=markdown_parsers(check_include), path="docs", patterns=["*.md"])
 docstrings = Sybil(parsers=[DocTestParser(optionflags=OPTIONS)], path="mha", patterns=["*.py"])
 # The README's usage example is code a reader copies first: it runs too.
 readme = Sybil(parsers=[python_blocks, SkipParser()], path=".", filenames=["README.md"])

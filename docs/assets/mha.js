@@ -9,3 +9,44 @@ document.addEventListener("click", (event) => {
   event.stopPropagation();
   location.assign(link.href.split("#")[0] + location.hash);
 }, true);
+
+// "Copy as a runnable script": a second button beside Material's copy button on every Python
+// block that the page's tests run. hooks/runnable.py builds the scripts from the page's Markdown
+// (the same parse Sybil runs) and puts each distinct piece once in #__mha-runnable; a block's
+// data-mha-runnable lists its pieces, joined by a blank line. The button is one of Material's
+// code buttons: same class, place, hover and focus styles, an icon from Material's set (the hook
+// adds it), and Material's clipboard handler copies its data-clipboard-text and says "Copied".
+(() => {
+  const data = document.getElementById("__mha-runnable");
+  if (!data) return;
+  const { title, pieces } = JSON.parse(data.textContent);
+  const script = (ids) => ids.trim().split(/\s+/).map((i) => pieces[Number(i)]).join("\n\n") + "\n";
+
+  const addButton = (block) => {
+    const nav = block.querySelector(":scope > pre > nav.md-code__nav");
+    if (!nav) return false;
+    if (nav.querySelector("[data-mha-type=runnable]")) return true;
+    const button = document.createElement("button");
+    button.className = "md-code__button";
+    button.type = "button";
+    button.title = title;
+    button.setAttribute("aria-label", title);
+    button.dataset.mhaType = "runnable";
+    button.dataset.clipboardText = script(block.dataset.mhaRunnable);
+    nav.append(button);
+    return true;
+  };
+
+  // Material adds its button bar to each block when it mounts the page's components; wait for it.
+  const whenReady = () => {
+    for (const block of document.querySelectorAll("div.highlight[data-mha-runnable]")) {
+      if (addButton(block)) continue;
+      const observer = new MutationObserver(() => {
+        if (addButton(block)) observer.disconnect();
+      });
+      observer.observe(block, { childList: true, subtree: true });
+    }
+  };
+  if (window.document$) window.document$.subscribe(whenReady);
+  else document.addEventListener("DOMContentLoaded", whenReady);
+})();

@@ -1,0 +1,428 @@
+"""MkDocs hook: code a reader can copy and paste, and run.
+
+Two things go wrong when a reader copies a snippet with Material's copy button: a doctest-style
+block (``>>>``) is copied with its prompts and its output lines, and a block from the middle of a
+page needs names that earlier blocks defined. This hook fixes both at build time.
+
+1. **Code only.** Material's copy button copies the ``data-copy`` attribute of the nearest
+   element around the code when there is one (its supported override), else the code's text. For
+   each doctest-style block the hook sets ``data-copy`` on the block's ``div.highlight`` to the
+   code alone: prompts stripped, output and tracebacks dropped. Other blocks copy as they are.
+2. **Copy as a runnable script.** Every Python block that Sybil runs gets a second button
+   (``docs/assets/mha.js`` adds it beside Material's, with the icon this hook puts in the page's
+   ``<head>``). It copies a script that runs on its own in a fresh interpreter: every Python block
+   of the page above it, hidden set-up (``<!-- invisible-code-block: python -->``) included, in
+   page order, since the last ``<!-- clear-namespace -->``, then the block itself. That is exactly
+   what Sybil runs before the block, in the same namespace, so the script needs nothing else.
+
+The page is read by the same Sybil parsers that run it as a test: the root ``conftest.py``
+builds its Sybil from :func:`markdown_parsers`, so the scripts cannot drift from what the tests
+run, and ``tests/test_runnable.py`` runs every script.
+
+Rules, for blocks that do not simply run:
+
+- A doctest example that shows a ``Traceback`` raises that exception. In the block itself it
+  stays bare, after a comment that says so: the script raises it, as the page shows. In the
+  blocks above it (when a later block is copied) it is wrapped in ``try`` / ``except <Error>:
+  pass``, so the script goes on; its effects up to the error are kept. A block must show its
+  traceback last: code after the raising statement could not run, and the build warns.
+- An include-only fence (``--8<-- "mha/x.py:section"``) shows the package's own code, which a
+  script imports from ``mha``; Sybil only checks that the include resolves. It gets no runnable
+  button and adds nothing to the scripts of later blocks. Its copy button copies the code shown.
+- A block Sybil skips (``<!-- skip: ... -->``, conditional or not) gets no runnable button, and
+  the examples skipped add nothing to later scripts: the tests never ran them there.
+- Docstring examples that mkdocstrings renders on the API page get the code-only copy; they are
+  not Markdown blocks of the page and get no runnable button.
+- ``>>> # comment`` lines, which Sybil and doctest do not collect, are not copied.
+
+The scripts of a page share most of their text, so the page carries each distinct piece once,
+in a ``<script type="application/json" id="__mha-runnable">`` in ``<head>``, and each block a
+``data-mha-runnable`` list of piece numbers; the script is the pieces joined by a blank line
+(:func:`join`), which ``mha.js`` repeats.
+"""
+
+from __future__ import annotations
+
+import builtins
+import doctest
+import html
+import json
+import logging
+import re
+import textwrap
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from doctest import ELLIPSIS, NORMALIZE_WHITESPACE
+from pathlib import Path
+from urllib.parse import quote
+
+from sybil import Document, Region
+from sybil.evaluators.skip import Skipper
+from sybil.parsers.abstract import AbstractClearNamespaceParser
+from sybil.parsers.markdown import ClearNamespaceParser, PythonCodeBlockParser, SkipParser
+
+log = logging.getLogger("mkdocs.hooks.runnable")
+
+DOCTEST_OPTIONS = ELLIPSIS | NORMALIZE_WHITESPACE
+
+# A fence body made only of snippet directives: `--8<-- "mha/annotated.py:forward"`.
+INCLUDE_ONLY = re.compile(r'(?:[ \t]*--8<--[ \t]+"[^"\n]+"[ \t]*(?:\n|$))+')
+
+BUTTON_TITLE = {"en": "Copy as a runnable script", "zh": "复制为可运行脚本"}
+# The first lines of a script whose block has code above it, and the line just before the block.
+HEADER = {
+    "en": "# The page's set-up and the blocks above the one you copied come first, in page\n"
+    "# order: the site's tests run them the same way.",
+    "zh": "# 本页的准备代码和你复制的代码块之前的各块按页面顺序排在前面，\n"
+    "# 网站的测试也是这样运行的。",
+}
+MARKER = {"en": "# The block you copied:", "zh": "# 你复制的代码块："}
+RAISES = {
+    "en": "# raises {error}, as the page shows",
+    "zh": "# 这一行抛出 {error}，与页面所示相同",
+}
+SHOWN = {"en": "  # the error the page shows", "zh": "  # 页面上展示的错误"}
+
+# Material's icon for the button, from the installed theme (never copied into this repository).
+ICON = ".icons/material/clipboard-play-outline.svg"
+DATA_ID = "__mha-runnable"
+
+
+# -- Parsing: the parsers Sybil runs the pages with (the root conftest.py uses these) ----------
+
+
+def is_include(region: Region) -> bool:
+    """A code region whose body is only ``--8<--`` include directives."""
+    return isinstance(region.parsed, str) and INCLUDE_ONLY.fullmatch(region.parsed) is not None
+
+
+class PythonOrIncludeBlockParser(PythonCodeBlockParser):
+    """Python code blocks run as usual; include-only blocks get ``include_evaluator``."""
+
+    def __init__(self, include_evaluator: Callable | None = None, **options) -> None:
+        super().__init__(**options)
+        self.include_evaluator = include_evaluator
+
+    def __call__(self, document: Document) -> Iterable[Region]:
+        for region in super().__call__(document):
+            if is_include(region):
+                region.evaluator = self.include_evaluator
+            yield region
+
+
+def markdown_parsers(include_evaluator: Callable | None = None) -> list:
+    """The parsers of the site's pages: Python blocks (and includes), skips, namespace clears."""
+    return [
+        PythonOrIncludeBlockParser(include_evaluator, doctest_optionflags=DOCTEST_OPTIONS),
+        SkipParser(),
+        ClearNamespaceParser(),
+    ]
+
+
+# -- A page's blocks, as Sybil runs them -------------------------------------------------------
+
+
+@dataclass
+class Statement:
+    """What Sybil runs of a block: a code block whole, or one doctest example."""
+
+    code: str  # without prompts or trailing newline
+    raises: str | None = None  # the exception a doctest example shows: "RuntimeError"
+    skipped: bool = False
+
+
+@dataclass
+class Block:
+    """A Python block of a page: a fence, or a hidden ``invisible-code-block``."""
+
+    start: int  # offsets in the page's Markdown
+    end: int
+    line: int
+    visible: bool
+    source: str  # the fence's body, as shown on the site
+    namespace: int  # how many namespace clears come before it
+    include: bool = False
+    doctest: bool = False
+    statements: list[Statement] = field(default_factory=list)
+
+    @property
+    def runnable(self) -> bool:
+        """Gets a runnable button: shown, run by Sybil, nothing of it skipped."""
+        return (
+            self.visible
+            and not self.include
+            and bool(self.statements)
+            and not any(s.skipped for s in self.statements)
+        )
+
+    def copy_text(self) -> str:
+        """What the copy button copies: for a doctest block, the code only."""
+        if self.doctest:
+            return "\n".join(s.code for s in self.statements)
+        return self.source.rstrip("\n")
+
+    def problems(self) -> list[str]:
+        raising = [i for i, s in enumerate(self.statements) if s.raises]
+        if raising and raising[-1] != len(self.statements) - 1:
+            return [
+                f"line {self.line}: code after the example that raises "
+                f"{self.statements[raising[-1]].raises} could not run in a script; "
+                "show the traceback last, or in a block of its own"
+            ]
+        return []
+
+    def as_earlier(self, lang: str) -> str:
+        """The block in the script of a later block: raising examples wrapped, skips left out."""
+        return "\n".join(wrapped(s, lang) for s in self.statements if not s.skipped)
+
+    def as_itself(self, lang: str) -> str:
+        """The block in its own script: its last raising example stays bare and raises."""
+        last = len(self.statements) - 1
+        lines = []
+        for i, s in enumerate(self.statements):
+            if s.raises and i == last:
+                lines.append(RAISES[lang].format(error=s.raises) + "\n" + s.code)
+            else:
+                lines.append(wrapped(s, lang))
+        return "\n".join(lines)
+
+    @property
+    def raises(self) -> str | None:
+        """The exception this block's own script ends with, or None."""
+        return self.statements[-1].raises if self.statements else None
+
+
+def wrapped(statement: Statement, lang: str) -> str:
+    if not statement.raises:
+        return statement.code
+    name = statement.raises
+    caught = name if isinstance(getattr(builtins, name, None), type) else "Exception"
+    body = textwrap.indent(statement.code, "    ")
+    return f"try:\n{body}\nexcept {caught}:{SHOWN[lang]}\n    pass"
+
+
+def exception_name(example: doctest.Example) -> str | None:
+    """``RuntimeError`` for an example whose expected output is a traceback ending in it."""
+    if example.exc_msg is None:
+        return None
+    return example.exc_msg.strip().split(":", 1)[0].strip() or "Exception"
+
+
+def parse(text: str, path: str = "<page>") -> list[Block]:
+    """A page's Python blocks in order, each with what Sybil runs of it."""
+    parsers = markdown_parsers()
+    document = Document(text, path)
+    for parser in parsers:  # as sybil.Document.parse does
+        for region in parser(document):
+            document.add(region)
+    blocks = []
+    for fence in parsers[0].codeblock_parser(document):  # fences and hidden code blocks
+        blocks.append(
+            Block(
+                start=fence.start,
+                end=fence.end,
+                line=text.count("\n", 0, fence.start) + 1,
+                visible="directive" not in fence.lexemes,
+                source=str(fence.lexemes["source"]),
+                namespace=0,
+            )
+        )
+    blocks.sort(key=lambda b: b.start)
+
+    namespace = 0
+    skip_next = skipping = False
+    for _, region in document.regions:
+        if isinstance(region.evaluator, Skipper):
+            action, _reason = region.parsed
+            skip_next = action == "next"
+            skipping = action == "start"
+            continue
+        skipped = skip_next or skipping
+        skip_next = False
+        if region.evaluator is AbstractClearNamespaceParser.evaluate:
+            namespace += 0 if skipped else 1
+            continue
+        block = next(b for b in blocks if b.start <= region.start < b.end)
+        block.namespace = namespace
+        if is_include(region):
+            block.include = True
+        elif isinstance(region.parsed, doctest.Example):
+            block.doctest = True
+            example = region.parsed
+            block.statements.append(
+                Statement(example.source.rstrip("\n"), exception_name(example), skipped)
+            )
+        else:
+            block.statements.append(Statement(str(region.parsed).rstrip("\n"), None, skipped))
+    return blocks
+
+
+def join(pieces: list[str], ids: list[int]) -> str:
+    """A script from its pieces: mha.js does the same."""
+    return "\n\n".join(pieces[i] for i in ids) + "\n"
+
+
+@dataclass
+class Scripts:
+    """The runnable scripts of one page in one language, as pieces shared between blocks."""
+
+    pieces: list[str]
+    ids: dict[int, list[int]]  # block index (in ``parse`` order) -> piece numbers
+
+    def script(self, index: int) -> str:
+        return join(self.pieces, self.ids[index])
+
+
+def scripts(blocks: list[Block], lang: str) -> Scripts:
+    """The script of every runnable block: the blocks above it (same namespace), then it."""
+    pieces: list[str] = []
+
+    def piece(text: str) -> int:
+        if text not in pieces:
+            pieces.append(text)
+        return pieces.index(text)
+
+    ids = {}
+    for index, block in enumerate(blocks):
+        if not block.runnable:
+            continue
+        above = [b.as_earlier(lang) for b in blocks[:index] if b.namespace == block.namespace]
+        above = [text for text in above if text.strip()]
+        if above:
+            ids[index] = [
+                piece(HEADER[lang]),
+                *(piece(text) for text in above),
+                piece(MARKER[lang]),
+                piece(block.as_itself(lang)),
+            ]
+        else:
+            ids[index] = [piece(block.as_itself(lang))]
+    return Scripts(pieces, ids)
+
+
+def code_only(text: str) -> str:
+    """The code of a doctest-style text: prompts stripped, output and tracebacks dropped."""
+    examples = doctest.DocTestParser().get_examples(text)
+    return "\n".join(example.source.rstrip("\n") for example in examples)
+
+
+# -- The build ---------------------------------------------------------------------------------
+
+HIGHLIGHT = re.compile(
+    r'<div class="(?P<classes>(?:[^"]*\s)?highlight(?:\s[^"]*)?)"(?P<attributes>[^>]*)>'
+    r"(?P<body>.*?<code[^>]*>(?P<code>.*?)</code>)",
+    re.DOTALL,
+)
+TAG = re.compile(r"<[^>]+>")
+
+
+def normalized(code: str) -> str:
+    return "\n".join(line.rstrip() for line in code.strip("\n").splitlines())
+
+
+def attribute(value: str) -> str:
+    """An HTML attribute value; line breaks as ``&#10;``, so no other hook's regex sees them."""
+    return html.escape(value, quote=True).replace("\n", "&#10;")
+
+
+def annotate(page_html: str, blocks: list[Block], lang: str) -> tuple[str, dict | None, list]:
+    """Give the rendered blocks their copy text and script pieces.
+
+    Returns the HTML, the page's data for mha.js (None if no block is runnable) and the visible
+    blocks whose rendering was not found."""
+    expected = [(i, b) for i, b in enumerate(blocks) if b.visible and not b.include]
+    runnable = scripts(blocks, lang)
+    position = 0
+
+    def replace(match: re.Match) -> str:
+        nonlocal position
+        shown = html.unescape(TAG.sub("", match["code"]))
+        extra = ""
+        if position < len(expected) and normalized(shown) == normalized(
+            expected[position][1].source
+        ):
+            index, block = expected[position]
+            position += 1
+            if block.doctest:
+                extra += f' data-copy="{attribute(block.copy_text())}"'
+            if index in runnable.ids:
+                numbers = " ".join(map(str, runnable.ids[index]))
+                extra += f' data-mha-runnable="{numbers}"'
+        elif shown.lstrip().startswith(">>>") and "data-copy=" not in match["attributes"]:
+            extra += f' data-copy="{attribute(code_only(shown))}"'
+        if not extra:
+            return match[0]
+        return f'<div class="{match["classes"]}"{match["attributes"]}{extra}>{match["body"]}'
+
+    page_html = HIGHLIGHT.sub(replace, page_html)
+    missing = [block for _, block in expected[position:]]
+    data = None
+    if runnable.ids:
+        data = {"title": BUTTON_TITLE[lang], "pieces": runnable.pieces}
+    return page_html, data, missing
+
+
+def page_language(config) -> str:
+    language = str(config.theme.get("language") or "en")
+    return language if language in BUTTON_TITLE else "en"
+
+
+_page_data: dict[str, dict] = {}
+
+
+def on_page_content(html_text: str, page, config, **kwargs) -> str:
+    path = page.file.abs_src_path
+    if not path or not path.endswith(".md"):
+        return html_text
+    text = Path(path).read_text(encoding="utf-8")
+    blocks = parse(text, path)
+    for block in blocks:
+        for problem in block.problems():
+            log.warning("%s: %s", page.file.src_uri, problem)
+    html_text, data, missing = annotate(html_text, blocks, page_language(config))
+    for block in missing:
+        log.warning(
+            "%s: line %d: the rendered code of this python block is not on the page as written; "
+            "it gets no copy text and no runnable button",
+            page.file.src_uri,
+            block.line,
+        )
+    if data:
+        _page_data[page.file.abs_dest_path] = data
+    else:
+        _page_data.pop(page.file.abs_dest_path, None)
+    return html_text
+
+
+def icon_style(config) -> str:
+    for directory in config.theme.dirs:
+        svg = Path(directory) / ICON
+        if svg.is_file():
+            url = "data:image/svg+xml;charset=utf-8," + quote(
+                svg.read_text(encoding="utf-8").replace("\n", ""), safe=""
+            )
+            return (
+                f":root{{--mha-runnable-icon:url('{url}')}}"
+                ".md-code__button[data-mha-type=runnable]:after{"
+                "-webkit-mask-image:var(--mha-runnable-icon);mask-image:var(--mha-runnable-icon)}"
+            )
+    log.warning("the theme has no %s for the runnable-script button", ICON)
+    return ""
+
+
+def page_data_json(data: dict) -> str:
+    """JSON that cannot end its ``<script>`` element early."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def on_post_page(output: str, page, config, **kwargs) -> str:
+    # After the search plugin has indexed page.content: the scripts are not searchable text.
+    data = _page_data.pop(page.file.abs_dest_path, None)
+    if not data:
+        return output
+    head = (
+        f"<style>{icon_style(config)}</style>"
+        f'<script type="application/json" id="{DATA_ID}">{page_data_json(data)}</script>'
+    )
+    return output.replace("</head>", head + "</head>", 1)
