@@ -49,6 +49,17 @@ class MHA(nn.Module):
         Traceback (most recent call last):
         ...
         ValueError: hidden_size (10) must be divisible by heads_num (3); 10 % 3 = 1
+
+    中文:
+        多头自注意力：原文的类，每一行都有注释。
+
+        参数:
+            hidden_size: 隐藏层维度，即输入最后一维的大小（原文的 ``hidden_size``）。
+            heads_num: 注意力头数，必须整除 ``hidden_size``。
+
+        引发:
+            TypeError: ``hidden_size`` 或 ``heads_num`` 不是 ``int``。
+            ValueError: 某个尺寸不是正数，或者 ``hidden_size`` 不能被 ``heads_num`` 整除。
     """
 
     # --8<-- [start:init]
@@ -89,17 +100,20 @@ class MHA(nn.Module):
 
     # --8<-- [start:forward]
     def forward(self, x: Tensor) -> Tensor:
-        """Let every position of ``x`` attend to every position of ``x``.
+        """Let every position of ``x`` attend to every position of ``x``, itself included.
 
         Args:
-            x: input sequence, shape ``[batch_size, seq_len, hidden_size]``, the parameters' dtype.
+            x: input sequence, shape ``[batch_size, seq_len, hidden_size]``, of the parameters' dtype
+                (under autocast, also of a dtype it casts).
 
         Returns:
             Tensor of the same shape ``[batch_size, seq_len, hidden_size]``.
 
         Raises:
-            TypeError: ``x`` is not a floating tensor of the parameters' dtype.
-            ValueError: ``x`` is not 3-D or its last dimension is not ``hidden_size``.
+            TypeError: ``x`` is not a floating-point tensor, or (outside autocast) its dtype is not
+                the parameters' dtype.
+            ValueError: ``x`` is not 3-D, its last dimension is not ``hidden_size``, or it is not
+                on the parameters' device.
 
         Examples:
             >>> model = MHA(hidden_size=20, heads_num=4)
@@ -109,6 +123,20 @@ class MHA(nn.Module):
             Traceback (most recent call last):
             ...
             ValueError: x must be 3-D [batch_size, seq_len, hidden_size], got 2-D with shape [3, 20]
+
+        中文:
+            对 ``x`` 做自注意力：每个位置都关注所有位置，包括它自己。
+
+            参数:
+                x: 输入序列，形状为 ``[batch_size, seq_len, hidden_size]``，dtype 与参数相同；在 autocast 之内，
+                    也可以是 autocast 会转换的其他 dtype。
+
+            返回:
+                形状同样为 ``[batch_size, seq_len, hidden_size]`` 的张量。
+
+            引发:
+                TypeError: ``x`` 不是浮点张量，或者在 autocast 之外 dtype 与参数不同。
+                ValueError: ``x`` 不是三维张量、最后一维不等于 ``hidden_size``，或者与参数不在同一个设备上。
         """
         # 检查输入：三维浮点张量，最后一维是 hidden_size，dtype 与参数相同
         # Check the input: a 3-D floating tensor, last dim hidden_size, the parameters' dtype

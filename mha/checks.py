@@ -47,6 +47,17 @@ def check_sizes(hidden_size: int, heads_num: int) -> None:
         Traceback (most recent call last):
         ...
         TypeError: hidden_size must be an int, got float (20.0)
+
+    中文:
+        检查构造函数的两个尺寸参数；``head_size`` 由调用方自己计算。
+
+        参数:
+            hidden_size: 隐藏层维度，即输入最后一维的大小。
+            heads_num: 注意力头数，必须整除 ``hidden_size``。
+
+        引发:
+            TypeError: 某个尺寸不是 ``int``，``bool`` 和 ``float`` 也不行。
+            ValueError: 某个尺寸不是正数，或者 ``hidden_size`` 不能被 ``heads_num`` 整除。
     """
     _check_positive_int("hidden_size", hidden_size)
     _check_positive_int("heads_num", heads_num)
@@ -103,6 +114,24 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
         Traceback (most recent call last):
         ...
         ValueError: x must be 3-D [batch_size, seq_len, hidden_size], got 2-D with shape [3, 20]
+
+    中文:
+        检查 ``forward`` 的输入与模块的尺寸、参数是否相符。
+
+        参数:
+            x: 输入，必须是形状为 ``[batch_size, seq_len, hidden_size]`` 的浮点张量，dtype 和设备
+                都与 ``weight`` 相同；``batch_size`` 和 ``seq_len`` 可以为 0。例外是 ``x`` 所在设备
+                开启了 ``torch.autocast``，并且 autocast 会把 ``x`` 和 ``weight`` 都转换
+                （float32、float16、bfloat16）：这时 dtype 可以不同，上一层输出的 bfloat16
+                张量可以直接送进下一层，尽管下一层的参数仍是 float32。
+            hidden_size: 模块的 ``hidden_size``。
+            weight: 模块的任意一个参数，它的 dtype 和设备就是期望的 dtype 和设备。
+
+        引发:
+            TypeError: ``x`` 不是张量、不是浮点类型，或者在 autocast 之外 dtype 与 ``weight``
+                不同。
+            ValueError: ``x`` 不是三维张量、最后一维不等于 ``hidden_size``，或者与 ``weight``
+                不在同一个设备上。
     """
     if not isinstance(x, Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")

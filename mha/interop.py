@@ -61,6 +61,23 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
         >>> t = to_torch(MHA(20, 4))
         >>> t.embed_dim, t.num_heads, t.batch_first
         (20, 4, True)
+
+    中文:
+        构建一个 ``torch.nn.MultiheadAttention``，权重与 ``m`` 完全相同。
+
+        参数:
+            m: ``mha`` 的 MHA，注释版和纯享版都可以。其实任何对象都行，只要有 ``hidden_size``、
+                ``heads_num`` 和带偏置的线性层 ``W_q``、``W_k``、``W_v``、``W_o``。
+            batch_first: 为 ``True``（默认）时，得到的模块和 ``m`` 一样接受
+                ``[batch_size, seq_len, hidden_size]``。为 ``False`` 时权重不变，但模块接受
+                ``[seq_len, batch_size, hidden_size]``：传入 ``x.transpose(0, 1)``，
+                再把输出转置回来。
+
+        返回:
+            与 ``m`` 设备相同、dtype 相同的模块，调用方式为 ``t(x, x, x, need_weights=False)``。
+
+        引发:
+            TypeError: ``m`` 缺少上面列出的属性，或者它的线性层没有偏置。
     """
     names = ("hidden_size", "heads_num", "W_q", "W_k", "W_v", "W_o")
     missing = [n for n in names if not hasattr(m, n)]
@@ -92,8 +109,8 @@ def from_torch(t: nn.MultiheadAttention) -> pure.MHA:
     result always takes ``[batch_size, seq_len, hidden_size]``).
 
     Args:
-        t: a ``torch.nn.MultiheadAttention`` with the default options: ``bias=True``, equal
-            ``kdim``/``vdim`` (one ``in_proj_weight``), ``add_bias_kv=False``,
+        t: a ``torch.nn.MultiheadAttention`` with the default options: ``bias=True``, ``kdim``
+            and ``vdim`` equal to ``embed_dim`` (one ``in_proj_weight``), ``add_bias_kv=False``,
             ``add_zero_attn=False`` and ``dropout=0.0``.
 
     Returns:
@@ -111,6 +128,25 @@ def from_torch(t: nn.MultiheadAttention) -> pure.MHA:
         Traceback (most recent call last):
         ...
         ValueError: cannot map t: add_zero_attn=True, expected add_zero_attn=False
+
+    中文:
+        构建一个 [`mha.pure.MHA`][mha.pure.MHA]，权重与 ``t`` 完全相同。
+
+        ``t`` 的 ``batch_first`` 是 ``True`` 还是 ``False`` 都可以：两种情况下权重一样，只是
+        ``t`` 的输入布局不同（为 ``False`` 时是 ``[seq_len, batch_size, hidden_size]``）；
+        返回的模块总是接受 ``[batch_size, seq_len, hidden_size]``。
+
+        参数:
+            t: 使用默认选项的 ``torch.nn.MultiheadAttention``：``bias=True``，``kdim`` 和
+                ``vdim`` 等于 ``embed_dim``（只有一个 ``in_proj_weight``），
+                ``add_bias_kv=False``，``add_zero_attn=False``，``dropout=0.0``。
+
+        返回:
+            纯享版 MHA，与 ``t`` 设备相同、dtype 相同。
+
+        引发:
+            TypeError: ``t`` 不是 ``torch.nn.MultiheadAttention``。
+            ValueError: ``t`` 用了 MHA 没有的选项，错误信息会指出是哪一个。
     """
     if not isinstance(t, nn.MultiheadAttention):
         raise TypeError(f"t must be a torch.nn.MultiheadAttention, got {type(t).__name__}")

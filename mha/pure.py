@@ -34,9 +34,24 @@ class MHA(nn.Module):
         hidden_size: model width, the last dimension of the input.
         heads_num: number of attention heads; must divide ``hidden_size``.
 
+    Raises:
+        TypeError: ``hidden_size`` or ``heads_num`` is not an ``int``.
+        ValueError: a size is not positive, or ``hidden_size`` is not divisible by ``heads_num``.
+
     Examples:
         >>> MHA(hidden_size=20, heads_num=4)(torch.randn(2, 3, 20)).shape
         torch.Size([2, 3, 20])
+
+    中文:
+        多头自注意力的纯享版：与注释版计算相同，只是没有注释。
+
+        参数:
+            hidden_size: 隐藏层维度，即输入最后一维的大小。
+            heads_num: 注意力头数，必须整除 ``hidden_size``。
+
+        引发:
+            TypeError: ``hidden_size`` 或 ``heads_num`` 不是 ``int``。
+            ValueError: 某个尺寸不是正数，或者 ``hidden_size`` 不能被 ``heads_num`` 整除。
     """
 
     def __init__(self, hidden_size: int, heads_num: int):
@@ -53,7 +68,36 @@ class MHA(nn.Module):
         self.W_o = nn.Linear(hidden_size, hidden_size)
 
     def forward(self, x: Tensor) -> Tensor:
-        """x: [batch_size, seq_len, hidden_size] -> [batch_size, seq_len, hidden_size]."""
+        """Self-attention over ``x``: every position attends to every position, itself included.
+
+        Args:
+            x: shape ``[batch_size, seq_len, hidden_size]``, of the parameters' dtype (under
+                autocast, also of a dtype it casts).
+
+        Returns:
+            Tensor of the same shape ``[batch_size, seq_len, hidden_size]``.
+
+        Raises:
+            TypeError: ``x`` is not a floating-point tensor, or (outside autocast) its dtype is
+                not the parameters' dtype.
+            ValueError: ``x`` is not 3-D, its last dimension is not ``hidden_size``, or it is
+                not on the parameters' device.
+
+        中文:
+            对 ``x`` 做自注意力：每个位置都关注所有位置，包括它自己。
+
+            参数:
+                x: 形状为 ``[batch_size, seq_len, hidden_size]``，dtype 与参数相同；在 autocast
+                    之内，也可以是 autocast 会转换的其他 dtype。
+
+            返回:
+                形状同样为 ``[batch_size, seq_len, hidden_size]`` 的张量。
+
+            引发:
+                TypeError: ``x`` 不是浮点张量，或者在 autocast 之外 dtype 与参数不同。
+                ValueError: ``x`` 不是三维张量、最后一维不等于 ``hidden_size``，或者与参数
+                    不在同一个设备上。
+        """
         check_input(x, self.hidden_size, self.W_q.weight)
         q = self.W_q(x)
         k = self.W_k(x)

@@ -1,0 +1,176 @@
+"""MkDocs hook and griffe extension: the API page shows each docstring in the page's language.
+
+The docstrings of ``mha`` are bilingual. Each is written in English, Google style, and ends with a
+section ``中文:`` that says the same in Chinese, in the same Google style with Chinese titles::
+
+    Check the constructor's sizes.
+
+    Args:
+        hidden_size: model width, the last dimension of the input.
+
+    Examples:
+        >>> check_sizes(20, 4)
+
+    中文:
+        检查构造函数的尺寸参数。
+
+        参数:
+            hidden_size: 隐藏层维度，即输入最后一维的大小。
+
+``help()`` shows both, English first. The examples are code: they are written once, in the English
+part, and Sybil runs them once. When mkdocstrings loads the package, the griffe extension
+``DocstringLanguage`` keeps one language in each docstring (``in_language``): for ``en`` the
+docstring without its ``中文:`` section; for ``zh`` the Chinese section, its titles mapped to
+Google's (参数 → Args, 返回 → Returns, 引发 → Raises), followed by the English part's ``Examples:``.
+
+mkdocs-static-i18n builds one language after the other and runs every ``on_config`` before each
+build; mkdocstrings makes new handlers in its ``on_config``, so each build loads the package anew
+(nothing loaded for ``en`` is reused for ``zh``). This hook's ``on_config`` runs before
+mkdocstrings' and sets the extension's ``language`` option to the language being built.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import griffe
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
+
+LANGUAGES = ("en", "zh")
+MARKER = "中文:"
+# The Chinese part's section titles and the Google titles they stand for.
+TITLES = {"参数": "Args", "返回": "Returns", "引发": "Raises"}
+EXTENSION = "hooks/docstring_language.py:DocstringLanguage"
+# A section title: a line at the left margin that ends with a colon (the next line is indented).
+TITLE = re.compile(r"^(?P<title>\S[^:：]*)[:：][ \t]*$")
+
+
+def split(docstring: str) -> tuple[str, str | None]:
+    """The English part and the Chinese part (dedented) of a docstring cleaned by ``inspect``.
+
+    The Chinese part is ``None`` when the docstring has no ``中文:`` section.
+
+    Raises:
+        ValueError: the ``中文:`` section is not the last one, or there are two of them.
+    """
+    lines = docstring.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.rstrip() == MARKER]
+    if not starts:
+        return docstring.rstrip(), None
+    if len(starts) > 1:
+        raise ValueError(f"two {MARKER} sections in the docstring {lines[0]!r}")
+    start = starts[0]
+    body = lines[start + 1 :]
+    outside = [line for line in body if line.strip() and not line[0].isspace()]
+    if outside:
+        raise ValueError(
+            f"the {MARKER} section must be the last one, indented; got {outside[0]!r} after it "
+            f"in the docstring {lines[0]!r}"
+        )
+    english = "\n".join(lines[:start]).rstrip()
+    chinese = textwrap.dedent("\n".join(body)).strip("\n")
+    return english, chinese
+
+
+def sections(text: str) -> list[tuple[str, int, int]]:
+    """The Google-style sections of ``text``: ``(title, first line, end line)``, lines counted
+    from 0, a section running until the next title; the summary and description are not one."""
+    lines = text.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        match = TITLE.match(line)
+        following = next((nxt for nxt in lines[i + 1 :] if nxt.strip()), "")
+        if match and following[:1].isspace():
+            found.append((match["title"], i))
+    return [
+        (title, start, found[k + 1][1] if k + 1 < len(found) else len(lines))
+        for k, (title, start) in enumerate(found)
+    ]
+
+
+def examples(english: str) -> str:
+    """The ``Examples:`` section of the English part, as written, or ``""``."""
+    lines = english.splitlines()
+    for title, start, end in sections(english):
+        if title == "Examples":
+            return "\n".join(lines[start:end]).rstrip()
+    return ""
+
+
+def in_language(docstring: str, language: str) -> str:
+    """``docstring`` as the API page of ``language`` shows it (see the module's docstring).
+
+    A docstring without a ``中文:`` section is returned as it is, in both languages.
+
+    Raises:
+        ValueError: ``language`` is not ``en`` or ``zh``; or the Chinese part has a title other
+            than 参数, 返回 and 引发, or an example (``>>>``).
+    """
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    english, chinese = split(docstring)
+    if language == "en" or chinese is None:
+        return english
+    lines = chinese.splitlines()
+    if any(line.lstrip().startswith(">>>") for line in lines):
+        raise ValueError(
+            f"the {MARKER} part of {english.splitlines()[0]!r} has an example: examples are "
+            "written once, in the English part, and both pages show them"
+        )
+    for title, start, _ in sections(chinese):
+        if title not in TITLES:
+            raise ValueError(
+                f"the {MARKER} part of {english.splitlines()[0]!r} has the section {title!r}; "
+                f"expected one of {list(TITLES)}"
+            )
+        lines[start] = TITLES[title] + ":"
+    shown = "\n".join(lines)
+    code = examples(english)
+    return f"{shown}\n\n{code}" if code else shown
+
+
+class DocstringLanguage(griffe.Extension):
+    """Keeps one language in every docstring griffe loads (``in_language``)."""
+
+    def __init__(self, language: str = "en") -> None:
+        if language not in LANGUAGES:
+            raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+        self.language = language
+
+    def _select(self, obj: griffe.Object) -> None:
+        docstring = obj.docstring
+        if docstring is None:
+            return
+        docstring.value = in_language(docstring.value, self.language)
+        docstring.__dict__.pop("parsed", None)  # parse the new value, not a cached old one
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs) -> None:
+        self._select(pkg)
+
+    def on_object(self, *, obj: griffe.Object, **kwargs) -> None:
+        self._select(obj)
+
+
+def building(config) -> str:
+    """The language mkdocs-static-i18n is about to build (its default before the first build)."""
+    i18n = config.plugins.get("i18n")
+    language = getattr(i18n, "current_language", None) or getattr(i18n, "default_language", None)
+    return language or config.theme.get("language") or "en"
+
+
+@event_priority(50)  # before mkdocstrings' on_config (0), which makes the handlers
+def on_config(config, **kwargs):
+    plugin = config.plugins.get("mkdocstrings")
+    python = (plugin.config.handlers.get("python") or {}) if plugin else {}
+    extensions = (python.get("options") or {}).get("extensions") or []
+    for i, extension in enumerate(extensions):
+        name = next(iter(extension)) if isinstance(extension, dict) else extension
+        if str(name).replace("\\", "/").endswith(EXTENSION):
+            extensions[i] = {name: {"language": building(config)}}
+            return config
+    raise PluginError(
+        f"hooks/docstring_language.py: add {EXTENSION} to the extensions of mkdocstrings' python "
+        "handler in mkdocs.yml, or the zh API page shows the English docstrings"
+    )
