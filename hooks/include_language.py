@@ -1,0 +1,141 @@
+"""MkDocs hook: included code shows the comments of the page's language only.
+
+``mha/annotated.py`` explains each step twice: a full-line comment in Chinese (one or more lines
+with Chinese characters), then the same in English (lines without). A page includes a section of
+it with a ```` ```python ```` fence whose body is only ``--8<-- "file:section"`` lines. Here, before
+Markdown runs, each such fence is resolved by pymdownx.snippets' own preprocessor with the options
+mkdocs.yml gives it (as the root ``conftest.py`` resolves it for Sybil), the full-line comments of
+the other language are dropped, and the code is written into the fence in place of the directive.
+A Chinese reader reads the Chinese comments, an English reader the English ones.
+
+Only full-line comments are touched; code, docstrings and trailing comments stay, and so do
+comments that are not in either language (a shape such as ``# [batch_size, seq_len, hidden_size]``,
+``# noqa``). A missing file or section fails the build, as it does without this hook. The page's
+language is the language folder its source lives in (``docs/zh/...``), else the language the i18n
+plugin is building.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import markdown
+from mkdocs.exceptions import PluginError
+from pymdownx.snippets import SnippetMissingError
+
+LANGUAGES = ("en", "zh")
+CJK = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
+# A comment that belongs to no language: empty, a shape, a tool directive.
+NEUTRAL = re.compile(r"#[ \t]*(?:\[[^\]]*\][ \t]*|(?:noqa|type:|fmt:|pragma|ruff:).*)?")
+# A python fence whose body is only snippet directives, as the root conftest.py defines it.
+INCLUDE_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})python[ \t]*\n"
+    r"(?P<body>(?:[ \t]*--8<--[ \t]+\"[^\"\n]+\"[ \t]*\n)+)"
+    r"(?P=indent)(?P=fence)[ \t]*$",
+    re.MULTILINE,
+)
+
+
+def comment_language(comment: str) -> str | None:
+    """``"zh"`` for a comment with Chinese characters, ``"en"`` for one without, ``None`` for a
+    comment in no language (``#``, ``# [batch_size, seq_len]``, ``# noqa: E501``)."""
+    comment = comment.strip()
+    if NEUTRAL.fullmatch(comment):
+        return None
+    return "zh" if CJK.search(comment) else "en"
+
+
+def string_state(line: str, quote: str | None) -> str | None:
+    """The string still open at the end of ``line`` (a triple quote), given the one open at its
+    start; comments end the scan."""
+    i = 0
+    while i < len(line):
+        if quote:
+            if line.startswith(quote, i):
+                i += len(quote)
+                quote = None
+                continue
+            if line[i] == "\\":
+                i += 1
+        elif line[i] == "#":
+            break
+        elif line[i] in "'\"":
+            triple = line[i] * 3
+            quote = triple if line.startswith(triple, i) else line[i]
+            i += len(quote)
+            continue
+        i += 1
+    return quote if quote in ('"""', "'''") else None
+
+
+def keep_language(code: str, language: str) -> str:
+    """``code`` without the full-line comments of the language other than ``language``.
+
+    >>> keep_language("# 投影\\n# Project\\nq = W(x)  # [b, s, h]\\n", "zh")
+    '# 投影\\nq = W(x)  # [b, s, h]\\n'
+    """
+    if language not in LANGUAGES:
+        return code
+    kept = []
+    quote = None
+    for line in code.splitlines(keepends=True):
+        if quote is None and line.lstrip().startswith("#"):
+            if comment_language(line) not in (None, language):
+                continue
+        else:
+            quote = string_state(line, quote)
+        kept.append(line)
+    return "".join(kept)
+
+
+def snippets_options(config) -> dict:
+    """pymdownx.snippets' options as mkdocs.yml gives them, base paths made absolute."""
+    if "pymdownx.snippets" not in config["markdown_extensions"]:
+        raise PluginError("hooks/include_language.py: mkdocs.yml does not enable pymdownx.snippets")
+    options = dict(config["mdx_configs"].get("pymdownx.snippets") or {})
+    root = Path(config["config_file_path"]).resolve().parent
+    bases = options.get("base_path", ["."])
+    options["base_path"] = [str(root / b) for b in ([bases] if isinstance(bases, str) else bases)]
+    return options
+
+
+def resolve_includes(text: str, language: str, options: dict, where: str = "page") -> str:
+    """Replace each include-only python fence of the Markdown ``text`` by the code it includes,
+    keeping the comments of ``language``. A missing file or section raises ``PluginError``."""
+    md = markdown.Markdown(
+        extensions=["pymdownx.snippets"], extension_configs={"pymdownx.snippets": options}
+    )
+    snippets = md.preprocessors["snippet"]
+
+    def inline(match: re.Match) -> str:
+        indent, fence = match["indent"], match["fence"]
+        directives = textwrap.dedent(match["body"]).splitlines()
+        try:
+            code = textwrap.dedent("\n".join(snippets.run(directives)))
+        except SnippetMissingError as error:
+            raise PluginError(f"{where}: {error}") from error
+        if not code.strip():
+            raise PluginError(f"{where}: include renders empty: {' '.join(directives)}")
+        code = keep_language(code.strip("\n") + "\n", language)
+        body = "".join(indent + line if line.strip() else line for line in code.splitlines(True))
+        return f"{indent}{fence}python\n{body}{indent}{fence}"
+
+    return INCLUDE_FENCE.sub(inline, text)
+
+
+def page_language(page, config) -> str | None:
+    """The language folder of the page's source (``zh/annotated.md``), else i18n's language."""
+    first = page.file.src_uri.split("/", 1)[0]
+    if first in LANGUAGES:
+        return first
+    i18n = config["plugins"].get("i18n")
+    return getattr(i18n, "current_language", None)
+
+
+def on_page_markdown(markdown_text: str, page, config, **kwargs) -> str:
+    if "--8<--" not in markdown_text:
+        return markdown_text
+    language = page_language(page, config)
+    return resolve_includes(markdown_text, language, snippets_options(config), page.file.src_uri)
