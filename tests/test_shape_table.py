@@ -5,12 +5,14 @@ The table has one row per tensor of the forward pass, every cell in code font:
 markdown, runs every row as ``tensor = expression`` in order against a real ``MHA``, and compares
 the real shape with the concrete cell (sizes batch 2, seq 3, heads 4, head 5, hidden 20) and with
 the symbolic cell, with the dimension names replaced by numbers, for two sets of all-different
-sizes. The mutation tests feed it altered copies of the page and show that each kind of edited
-cell is caught.
+sizes. The page's snippet runs the same table, written as the Python list ``TABLE``; that list
+must be the markdown table, cell for cell. The mutation tests feed the checkers altered copies of
+the page and show that each kind of edited cell is caught.
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from dataclasses import dataclass
@@ -34,6 +36,8 @@ OTHER_SIZES = {"batch_size": 3, "seq_len": 7, "heads_num": 2, "head_size": 6, "h
 
 # A table row whose first cell is in code font (the header and the |---| line are not).
 ROW = re.compile(r"^\|\s*(`[^`|]*`)\s*\|(.*)\|\s*$")
+# The snippet's copy of the table: ``TABLE = [ ... ]`` at the start of a python block.
+SNIPPET_TABLE = re.compile(r"^```python\nTABLE = (\[.*?^\])$", re.S | re.M)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,15 @@ def parse_table(text: str) -> list[Row]:
         assert len(cells) == 3, f"expected 4 cells in {line!r}"
         rows.append(Row(unquote(match.group(1)), *cells))
     return rows
+
+
+def snippet_table(text: str) -> list[Row]:
+    """The rows of the snippet's ``TABLE`` list, the concrete shape written as in the markdown."""
+    match = SNIPPET_TABLE.search(text)
+    if not match:
+        raise AssertionError("no python block starting with TABLE = [...]")
+    rows = ast.literal_eval(match.group(1))
+    return [Row(t, e, s, "[" + ", ".join(map(str, c)) + "]") for t, e, s, c in rows]
 
 
 def parse_shape(cell: str) -> list[str]:
@@ -135,6 +148,19 @@ def test_shape_table_has_one_row_per_tensor(language):
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_every_cell_of_the_shape_table_matches_a_real_run(language):
     assert check_table(page(language)) == []
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_snippet_runs_the_table_of_the_page(language):
+    text = page(language)
+    assert snippet_table(text) == parse_table(text)
+
+
+def test_a_cell_edited_only_in_the_snippet_is_caught():
+    text = page("en")
+    edited = text.replace('"q.transpose(1, 2)",\n', '"q.transpose(1, 3)",\n', 1)
+    assert edited != text
+    assert snippet_table(edited) != parse_table(edited)
 
 
 def test_shape_tables_are_identical_across_languages():
