@@ -1,0 +1,331 @@
+"""The "Copy as a runnable script" scripts run on their own, and copies hold code only.
+
+``hooks/runnable.py`` builds, for every Python block of the site that Sybil runs, a script: the
+page's blocks above it (hidden set-up included) and then the block. Here every script of both
+languages runs in a fresh namespace, a block that shows a traceback raises that exception, one
+script per page runs in a fresh interpreter, and the built site carries exactly these scripts.
+The rules themselves (prompts, tracebacks, includes, skips, namespace clears) are checked on
+small pages written here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from sitetools import LANGUAGES, ROOT, page_path
+from sybil import Sybil
+
+from hooks.runnable import (
+    BUTTON_TITLE,
+    DATA_ID,
+    HEADER,
+    MARKER,
+    code_only,
+    join,
+    markdown_parsers,
+    parse,
+    scripts,
+)
+
+PAGES = sorted(p for lang in LANGUAGES for p in (ROOT / "docs" / lang).glob("*.md"))
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT / "docs"))
+
+
+def language(page: Path) -> str:
+    return page.parent.name
+
+
+@cache
+def runnable_blocks(page: Path):
+    """(blocks, scripts) of a page, parsed as the build parses it."""
+    blocks = parse(page.read_text(encoding="utf-8"), str(page))
+    return blocks, scripts(blocks, language(page))
+
+
+def cases():
+    for page in PAGES:
+        blocks, page_scripts = runnable_blocks(page)
+        for index in page_scripts.ids:
+            yield pytest.param(page, index, id=f"{page_id(page)}:{blocks[index].line}")
+
+
+def run_expecting(script: str, name: str, raises: str | None) -> None:
+    """exec the script in a fresh namespace; it raises ``raises`` (by name) or nothing."""
+    code = compile(script, name, "exec")
+    if raises is None:
+        exec(code, {"__name__": "__main__"})
+        return
+    with pytest.raises(Exception) as caught:
+        exec(code, {"__name__": "__main__"})
+    assert type(caught.value).__name__ == raises.rsplit(".", 1)[-1], caught.value
+
+
+@pytest.mark.parametrize(("page", "index"), list(cases()))
+def test_every_runnable_script_runs_in_a_fresh_namespace(page, index):
+    blocks, page_scripts = runnable_blocks(page)
+    block = blocks[index]
+    run_expecting(page_scripts.script(index), f"{page_id(page)}:{block.line}", block.raises)
+
+
+def sample() -> list[tuple[Path, int]]:
+    """One script per page, the last of the page (the longest), languages taking turns; and the
+    first script that ends in a traceback."""
+    chosen = []
+    for number, name in enumerate(sorted({p.name for p in PAGES})):
+        page = ROOT / "docs" / LANGUAGES[number % len(LANGUAGES)] / name
+        _, page_scripts = runnable_blocks(page)
+        if page_scripts.ids:
+            chosen.append((page, max(page_scripts.ids)))
+    for page in PAGES:
+        blocks, page_scripts = runnable_blocks(page)
+        raising = [i for i in page_scripts.ids if blocks[i].raises]
+        if raising:
+            chosen.append((page, raising[0]))
+            break
+    return chosen
+
+
+def run_in_fresh_interpreter(page: Path, index: int, directory: Path) -> str | None:
+    """Run one script as ``python snippet.py`` outside the repository; what went wrong, or None."""
+    blocks, page_scripts = runnable_blocks(page)
+    where = f"{page_id(page)}:{blocks[index].line}"
+    script = directory / f"{where.replace('/', '_').replace(':', '_')}.py"
+    script.write_text(page_scripts.script(index), encoding="utf-8")
+    # mha is importable as the installed package; ROOT on the path covers a checkout without it.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=directory,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    raises = blocks[index].raises
+    last = (done.stderr.strip().splitlines() or [""])[-1]
+    if raises is None and done.returncode != 0:
+        return f"{where} failed:\n{done.stderr[-2000:]}"
+    if raises is not None and not (done.returncode == 1 and last.startswith(raises + ":")):
+        return f"{where} should raise {raises}; exit {done.returncode}:\n{done.stderr[-2000:]}"
+    return None
+
+
+def test_sample_scripts_run_in_a_fresh_interpreter(tmp_path):
+    """Each in its own interpreter (importing torch takes seconds: they run side by side)."""
+    chosen = sample()
+    assert len(chosen) >= 10, chosen
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        results = list(pool.map(lambda case: run_in_fresh_interpreter(*case, tmp_path), chosen))
+    failures = [failure for failure in results if failure]
+    assert not failures, "\n\n".join(failures)
+
+
+def test_every_page_block_is_runnable_or_an_include():
+    """Skips would lose their button: today no page skips a block, and every shown block that
+    is not an include gets a script."""
+    for page in PAGES:
+        blocks, page_scripts = runnable_blocks(page)
+        for index, block in enumerate(blocks):
+            if block.visible and not block.include:
+                assert index in page_scripts.ids, f"{page_id(page)}:{block.line} has no script"
+            for problem in block.problems():
+                pytest.fail(f"{page_id(page)}: {problem}")
+
+
+# The built site carries these scripts, and copy texts without prompts.
+
+
+class CodeBlocks(HTMLParser):
+    """The page's ``div.highlight`` blocks (their attributes) and the runnable data."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks: list[dict] = []
+        self.data = None
+        self._in_data = False
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        if tag == "div" and "highlight" in (attributes.get("class") or "").split():
+            self.blocks.append(attributes)
+        self._in_data = tag == "script" and attributes.get("id") == DATA_ID
+
+    def handle_data(self, data):
+        if self._in_data:
+            self.data = json.loads(data)
+            self._in_data = False
+
+
+def built_blocks(site: Path, page: Path) -> CodeBlocks:
+    html_file = site / page_path(language(page), page.name) / "index.html"
+    parser = CodeBlocks()
+    parser.feed(html_file.read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_built_page_carries_the_scripts_and_copy_texts(built_site, page):
+    blocks, page_scripts = runnable_blocks(page)
+    built = built_blocks(built_site, page)
+    with_script = [b for b in built.blocks if "data-mha-runnable" in b]
+    assert len(with_script) == len(page_scripts.ids), (len(with_script), len(page_scripts.ids))
+    if not page_scripts.ids:
+        assert built.data is None
+        return
+    lang = language(page)
+    assert built.data["title"] == BUTTON_TITLE[lang]
+    for attributes, index in zip(with_script, sorted(page_scripts.ids), strict=True):
+        ids = [int(i) for i in attributes["data-mha-runnable"].split()]
+        assert join(built.data["pieces"], ids) == page_scripts.script(index), blocks[index].line
+    doctest_blocks = [b for b in blocks if b.visible and b.doctest]
+    copies = [b["data-copy"] for b in with_script if "data-copy" in b]
+    assert copies == [b.copy_text() for b in doctest_blocks]
+    for attributes in built.blocks:  # docstring examples on the API page too
+        assert ">>>" not in attributes.get("data-copy", ""), attributes["data-copy"]
+
+
+def test_api_page_docstring_examples_copy_without_prompts(built_site):
+    built = built_blocks(built_site, ROOT / "docs" / "en" / "api.md")
+    copies = [b["data-copy"] for b in built.blocks if "data-copy" in b]
+    assert len(copies) >= 5, copies  # the page's own block and the docstrings' examples
+    assert any("check_sizes(512, 8)" in c for c in copies), copies
+
+
+# The rules, on small pages.
+
+PAGE = """# Page
+
+<!-- invisible-code-block: python
+import math
+-->
+
+```python
+>>> x = math.sqrt(16)
+>>> x
+4.0
+>>> for i in range(2):
+...     x += i
+>>> int("four")
+Traceback (most recent call last):
+...
+ValueError: invalid literal for int() with base 10: 'four'
+```
+
+```python
+>>> y = x * 2
+>>> math.floor("a")
+Traceback (most recent call last):
+...
+TypeError: must be real number, not str
+```
+
+```python
+--8<-- "mha/pure.py:all"
+```
+
+<!-- skip: next "not on this machine" -->
+
+```python
+z = 1 / 0
+```
+
+```python
+assert y == 10.0, y
+```
+
+<!-- clear-namespace -->
+
+```python
+import math
+
+w = math.pi
+```
+"""
+
+
+def test_the_small_page_passes_under_sybil(tmp_path):
+    """The rules below are about a page that Sybil itself passes, run with the same parsers."""
+    page = tmp_path / "page.md"
+    page.write_text(PAGE, encoding="utf-8")
+    document = Sybil(parsers=markdown_parsers(lambda example: None)).parse(page)
+    skipped = 0
+    for example in document:
+        try:
+            example.evaluate()
+        except unittest.SkipTest:
+            skipped += 1
+    assert skipped == 1, skipped
+
+
+def test_prompts_and_output_are_not_copied():
+    blocks = parse(PAGE)
+    assert blocks[1].copy_text() == (
+        'x = math.sqrt(16)\nx\nfor i in range(2):\n    x += i\nint("four")'
+    )
+    assert ">>>" not in blocks[2].copy_text() and "Traceback" not in blocks[2].copy_text()
+    assert blocks[5].copy_text() == "assert y == 10.0, y"  # a plain block copies as it is
+    assert code_only(">>> a = 1\n>>> a\n1\n>>> if a:\n...     a\n1\n") == "a = 1\na\nif a:\n    a"
+
+
+def test_kinds_of_blocks():
+    blocks = parse(PAGE)
+    assert [b.visible for b in blocks] == [False, True, True, True, True, True, True]
+    assert [b.include for b in blocks] == [False, False, False, True, False, False, False]
+    assert [b.namespace for b in blocks] == [0, 0, 0, 0, 0, 0, 1]
+    assert [s.raises for s in blocks[2].statements] == [None, "TypeError"]
+    page_scripts = scripts(blocks, "en")
+    # the include and the skipped block get no script; hidden blocks get no button
+    assert sorted(page_scripts.ids) == [1, 2, 5, 6]
+
+
+def test_a_traceback_is_raised_by_its_block_and_caught_above_later_blocks():
+    blocks = parse(PAGE)
+    page_scripts = scripts(blocks, "en")
+    own = page_scripts.script(2)
+    assert own.startswith(HEADER["en"]) and MARKER["en"] in own
+    assert '# raises TypeError, as the page shows\nmath.floor("a")\n' in own
+    run_expecting(own, "own", "TypeError")
+    run_expecting(page_scripts.script(1), "first", "ValueError")
+    later = page_scripts.script(5)
+    assert 'try:\n    int("four")\nexcept ValueError:' in later
+    assert 'try:\n    math.floor("a")\nexcept TypeError:' in later
+    assert "1 / 0" not in later, "a skipped block adds nothing"
+    assert "--8<--" not in later, "an include adds nothing"
+    run_expecting(later, "later", None)
+    # after a namespace clear, a script starts over
+    assert page_scripts.script(6) == "import math\n\nw = math.pi\n"
+
+
+def test_zh_scripts_differ_only_in_comments():
+    blocks = parse(PAGE)
+    en, zh = scripts(blocks, "en"), scripts(blocks, "zh")
+    assert zh.script(2).startswith(HEADER["zh"])
+    assert "# 这一行抛出 TypeError，与页面所示相同" in zh.script(2)
+
+    def code(text):
+        return [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+
+    assert code(en.script(5).replace("  # the error the page shows", "")) == code(
+        zh.script(5).replace("  # 页面上展示的错误", "")
+    )
+
+
+def test_code_after_a_traceback_in_the_same_block_is_reported():
+    text = (
+        "```python\n>>> 1 / 0\nTraceback (most recent call last):\n"
+        "ZeroDivisionError: division by zero\n>>> 2\n2\n```\n"
+    )
+    (block,) = parse(text)
+    assert block.problems() and "show the traceback last" in block.problems()[0]
