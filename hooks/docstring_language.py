@@ -31,8 +31,10 @@ mkdocstrings' and sets the extension's ``language`` option to the language being
 
 from __future__ import annotations
 
+import io
 import re
 import textwrap
+import tokenize
 
 import griffe
 from mkdocs.exceptions import PluginError
@@ -129,6 +131,49 @@ def in_language(docstring: str, language: str) -> str:
     shown = "\n".join(lines)
     code = examples(english)
     return f"{shown}\n\n{code}" if code else shown
+
+
+def _docstring_in_language(lines: list[str], language: str) -> list[str] | None:
+    """The source lines of one docstring (opening to closing quotes) in ``language``, or ``None``
+    when it is not bilingual or not laid out as ours are (closing quotes on their own line)."""
+    closing = lines[-1]
+    indent = closing[: len(closing) - len(closing.lstrip())]
+    starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == indent + MARKER]
+    if len(lines) < 3 or closing.strip() not in ('"""', "'''") or len(starts) != 1:
+        return None
+    english = "".join(lines[: starts[0]]).rstrip() + "\n"
+    if language == "en":
+        return [*english.splitlines(keepends=True), closing]
+    chinese = textwrap.dedent("".join(lines[starts[0] + 1 : -1])).strip("\n")
+    code = examples(textwrap.dedent("".join(lines[1 : starts[0]])))
+    if code:  # the English part's examples, under a Chinese title
+        chinese += "\n\n示例:\n" + code.split("\n", 1)[1]
+    opening = lines[0][: lines[0].index(closing.strip()) + 3]
+    shown = opening + textwrap.indent(chinese, indent).lstrip() + "\n"
+    return [*shown.splitlines(keepends=True), closing]
+
+
+def source_in_language(code: str, language: str) -> str:
+    """``code`` with each bilingual docstring in ``language`` only, for a page that shows the code.
+
+    ``en`` keeps the English part; ``zh`` the Chinese part, its titles as written (参数, 返回,
+    引发), then the English part's ``Examples:``. The rest of the code is unchanged, and so is code
+    that does not tokenize. The package's files stay bilingual; this is for display only.
+    """
+    if language not in LANGUAGES:
+        return code
+    lines = code.splitlines(keepends=True)
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return code
+    for token in reversed(tokens):  # from the end, so earlier line numbers stay valid
+        if token.type == tokenize.STRING and token.start[0] != token.end[0]:
+            first, last = token.start[0] - 1, token.end[0] - 1
+            shown = _docstring_in_language(lines[first : last + 1], language)
+            if shown is not None:
+                lines[first : last + 1] = shown
+    return "".join(lines)
 
 
 class DocstringLanguage(griffe.Extension):

@@ -120,12 +120,12 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
 
         参数:
             x: 输入，必须是形状为 ``[batch_size, seq_len, hidden_size]`` 的浮点张量，dtype 和设备
-                都与 ``weight`` 相同；``batch_size`` 和 ``seq_len`` 可以为 0。例外是 ``x`` 所在设备
-                开启了 ``torch.autocast``，并且 autocast 会把 ``x`` 和 ``weight`` 都转换
-                （float32、float16、bfloat16）：这时 dtype 可以不同，上一层输出的 bfloat16
-                张量可以直接送进下一层，尽管下一层的参数仍是 float32。
+                都与 ``weight`` 相同；``batch_size`` 和 ``seq_len`` 可以为 0。dtype 有一个例外：
+                ``x`` 所在设备开启了 ``torch.autocast``，并且两者的 dtype 都是 autocast 会转换的
+                （float32、float16、bfloat16）时，两者可以不同。这样上一层输出的 bfloat16 张量
+                可以直接送进下一层，即使下一层的参数仍是 float32。
             hidden_size: 模块的 ``hidden_size``。
-            weight: 模块的任意一个参数，它的 dtype 和设备就是期望的 dtype 和设备。
+            weight: 模块的任意一个参数，``x`` 的 dtype 和设备以它为准。
 
         引发:
             TypeError: ``x`` 不是张量、不是浮点类型，或者在 autocast 之外 dtype 与 ``weight``

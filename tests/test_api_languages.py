@@ -21,6 +21,7 @@ object's parameter table lists the signature's parameters, in the page's languag
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -305,6 +306,59 @@ def test_chinese_titles_map_to_google_sections_and_others_fail():
 def test_english_page_drops_the_chinese_part():
     en = hook.in_language(inspect.cleandoc(SIZES.docstring), "en")
     assert hook.MARKER not in en and not CJK.search(en), en
+
+
+# Pages that show the package's code (the annotated and the pure MHA) can show each docstring in
+# their language: ``source_in_language``. Only docstrings change, each as the API page shows it.
+
+GOOGLE = {"参数": "Args", "返回": "Returns", "引发": "Raises", "示例": "Examples"}
+
+
+def docstrings_of(tree: ast.Module) -> dict[str, str]:
+    """The docstrings of a module's classes and functions, by qualified name."""
+    found = {}
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                found[name] = ast.get_docstring(child) or ""
+                walk(child, name + ".")
+
+    walk(tree, "")
+    return found
+
+
+def without_docstrings(tree: ast.Module) -> str:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(
+            node
+        ):
+            node.body[0] = ast.Expr(ast.Constant(""))
+    return ast.dump(tree)
+
+
+@pytest.mark.parametrize("module", ["annotated", "pure", "checks", "interop"])
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_source_in_language_changes_only_the_docstrings(module, lang):
+    source = (ROOT / "mha" / f"{module}.py").read_text(encoding="utf-8")
+    shown = hook.source_in_language(source, lang)
+    assert hook.MARKER not in shown, f"{module}: a {hook.MARKER} part is left in the {lang} code"
+    assert shown.count(">>>") == source.count(">>>"), f"{module} ({lang}): examples lost"
+    before, after = ast.parse(source), ast.parse(shown)
+    shown_docstrings = docstrings_of(after)
+    for name, docstring in docstrings_of(before).items():
+        expected = hook.in_language(docstring, lang)
+        got = shown_docstrings[name]
+        titles = {f"{zh}:": f"{google}:" for zh, google in GOOGLE.items()}
+        got = "\n".join(titles.get(line, line) for line in got.splitlines())
+        assert got == expected, f"{module}.{name} ({lang}):\n{got}\n---\n{expected}"
+    assert without_docstrings(after) == without_docstrings(before), f"{module}: code changed"
+
+
+def test_source_in_language_leaves_code_that_does_not_tokenize():
+    broken = 'def f():\n    """Sum.\n\n    中文:\n        求和。\n'
+    assert hook.source_in_language(broken, "zh") == broken
 
 
 # The built pages: each object's tables in the page's language.
