@@ -1,0 +1,182 @@
+"""MkDocs hook: teach jieba the site's Chinese terms before Material's search segments the pages.
+
+Material's search plugin cuts Chinese text into words with jieba at build time. With jieba's own
+dictionary alone, it cuts the site's words badly: the page title 逐行走读 becomes 逐 / 行走 / 读
+("walk"), and one-character terms get glued to their neighbours (4 个头 becomes 个头, "height";
+各头, 把头, 对值 likewise), so a search for 头 or 值 misses them. The search plugin takes a jieba
+user dictionary (``plugins.search.jieba_dict_user``); this hook writes that file, at build time,
+from the site's own sources, and points the plugin at it. Its lines are:
+
+- **terms kept whole**: the Chinese terms of the glossary (``docs/zh/glossary.md``, column 中文)
+  and the Chinese navigation titles (``nav_translations``, the page titles). A candidate jieba
+  already cuts into words of two or more characters (多头注意力 into 多头 / 注意力, 常见陷阱 into
+  常见 / 陷阱) is left to jieba, so each part stays searchable on its own: whole, 注意力 inside
+  多头注意力 could not be found (search matches the start of a word). A candidate of at most 4
+  characters (the length of a term; longer runs are phrases) that jieba cuts into a stray
+  character (逐 / 行走 / 读, 线性 / 层) is kept whole, unless a piece is a glossary term itself
+  (批 / 维度 stays cut, so 维度 finds 批维度). The headings of the pages are not candidates: their
+  Han runs are phrases (的输入, 手动从), and kept whole they would hide their words (输入).
+- **words split** (frequency 0): a word of jieba's, found in the Chinese pages, that glues a
+  one-character term (键, 值, and 头, the glossary's short form of 注意力头) to a numeral,
+  classifier, preposition or conjunction (个头, 一个头, 把头), or one jieba's HMM made up around it
+  (各头, 按头, 对值). Words of the language that contain the character stay (头数, 数值, 关键字).
+  Also split: a word of jieba's that holds a glossary term after its first character (四维张量
+  hides 张量: search matches the start of a word, so 张量 would not find it there).
+
+The file is generated, never committed: ``jieba_dict_user`` names it relative to mkdocs.yml (in the
+git-ignored ``build/``), and the hook hands the plugin its absolute path. ``tests/test_search.py``
+checks the dictionary and the index it produces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+
+log = logging.getLogger("mkdocs.hooks.search_dictionary")
+
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+TERM_LENGTH = 4  # the longest candidate kept whole: longer Han runs are phrases, not terms
+# jieba part-of-speech tags of the characters that glue onto a one-character term: numeral,
+# classifier, preposition, conjunction.
+GLUE_TAGS = {"m", "q", "p", "c"}
+
+_cache: dict[str, str] = {}
+
+
+def glossary_terms(glossary: Path) -> list[str]:
+    """The 中文 column of the glossary's tables (the column headed 中文)."""
+    terms: list[str] = []
+    column = None
+    for line in glossary.read_text(encoding="utf-8").splitlines():
+        if not line.lstrip().startswith("|"):
+            column = None
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if column is None:
+            column = cells.index("中文") if "中文" in cells else -1
+        elif column >= 0 and column < len(cells) and not set(cells[column]) <= set("-: "):
+            terms += HAN.findall(cells[column])
+    return terms
+
+
+def candidates(config, language_dir: Path, locale: str) -> dict[str, list[str]]:
+    """Candidate words by source: the glossary and the navigation titles."""
+    i18n = config.plugins.get("i18n")
+    titles: list[str] = []
+    for language in getattr(i18n, "config", {}).get("languages", []) if i18n else []:
+        if language.locale == locale:
+            titles = list((language.nav_translations or {}).values())
+    glossary = language_dir / "glossary.md"
+    return {
+        "glossary": glossary_terms(glossary) if glossary.is_file() else [],
+        "navigation": [run for title in titles for run in HAN.findall(title)],
+    }
+
+
+def candidates_key(config, locale: str) -> str:
+    i18n = config.plugins.get("i18n")
+    languages = getattr(i18n, "config", {}).get("languages", []) if i18n else []
+    return repr([lang.nav_translations for lang in languages if lang.locale == locale])
+
+
+def user_dictionary(config, language_dir: Path, locale: str) -> str:
+    """The text of the jieba user dictionary for the pages under ``language_dir``."""
+    import jieba
+    import jieba.posseg
+
+    jieba.setLogLevel(logging.WARNING)
+    sources = candidates(config, language_dir, locale)
+    glossary = sources["glossary"]
+    default = jieba.Tokenizer()  # jieba's dictionary alone; the global one stays untouched
+    default.initialize()
+    tags = jieba.posseg.dt.word_tag_tab  # the part of speech of each word of that dictionary
+
+    # One-character terms: those of the glossary, and one-character nouns that a glossary term
+    # ends or starts with (头 of 注意力头).
+    short = {term for term in glossary if len(term) == 1}
+    for term in glossary:
+        for piece in default.lcut(term, HMM=False):
+            if len(piece) == 1 and tags.get(piece) == "n":
+                short.add(piece)
+    kept: list[str] = []
+    for word in dict.fromkeys(w for ws in sources.values() for w in ws):
+        pieces = default.lcut(word, HMM=False)
+        stray = [p for p in pieces if len(p) == 1 and p not in short]
+        terms = [p for p in pieces if p in glossary or p in short]
+        if len(word) > 1 and (
+            len(pieces) == 1 or (len(word) <= TERM_LENGTH and stray and not terms)
+        ):
+            kept.append(word)
+    protected = set(glossary) | set(kept) | {p for t in glossary for p in default.lcut(t)}
+
+    long_terms = [term for term in glossary if len(term) > 1]
+
+    def hides_a_term(token: str) -> bool:
+        """Whether jieba's ``token`` keeps a term from being found (see the module's docstring)."""
+        if len(token) < 2 or token in protected:
+            return False
+        if any(token.find(term, 1) > 0 for term in long_terms):
+            return True
+        if not set(token) & short:
+            return False
+        made_up = not default.FREQ.get(token)
+        return made_up or all(tags.get(c) in GLUE_TAGS for c in token if c not in short)
+
+    # Split such words until the Chinese pages cut cleanly (a split can make a new one).
+    runs = [
+        run
+        for page in sorted(language_dir.rglob("*.md"))
+        for run in HAN.findall(page.read_text(encoding="utf-8"))
+    ]
+    tokenizer = jieba.Tokenizer()
+    tokenizer.initialize()
+    for word in kept:
+        tokenizer.add_word(word)
+    split: list[str] = []
+    for _ in range(5):
+        tokens = dict.fromkeys(token for run in runs for token in tokenizer.cut(run))
+        glued = [token for token in tokens if hides_a_term(token)]
+        if not glued:
+            break
+        for token in glued:
+            tokenizer.del_word(token)
+        split += glued
+    # jieba reads "word" (a frequency that keeps the word whole) or "word frequency"; no comments.
+    return "".join(f"{word}\n" for word in kept) + "".join(f"{word} 0\n" for word in split)
+
+
+@event_priority(100)  # before the search plugin's on_config, which loads the file
+def on_config(config, **kwargs):
+    search = config.plugins.get("material/search") or config.plugins.get("search")
+    option = getattr(search, "config", {}).get("jieba_dict_user") if search else None
+    if not option:
+        return config
+    root = Path(config.config_file_path).resolve().parent
+    path = (root / option).resolve()
+    i18n = config.plugins.get("i18n")
+    languages = getattr(i18n, "config", {}).get("languages", []) if i18n else []
+    locales = [language.locale for language in languages if language.locale.startswith("zh")]
+    docs = Path(config.docs_dir)
+    sections = []
+    for locale in locales or ["zh"]:
+        language_dir = docs / locale if (docs / locale).is_dir() else docs
+        # Cached per process (mkdocs serve rebuilds), keyed by everything the dictionary reads.
+        digest = hashlib.sha256(candidates_key(config, locale).encode())
+        for page in sorted(language_dir.rglob("*.md")):
+            digest.update(str(page).encode() + b"\0" + page.read_bytes())
+        key = digest.hexdigest()
+        if key not in _cache:
+            _cache[key] = user_dictionary(config, language_dir, locale)
+        sections.append(_cache[key])
+    text = "".join(sections)
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        log.debug("Wrote the jieba user dictionary %s", path)
+    search.config.jieba_dict_user = str(path)
+    return config

@@ -1,0 +1,101 @@
+"""MkDocs hook: one search index per language, so search stays in the reader's language.
+
+mkdocs-static-i18n builds the default language at the site's root and each other language under
+``<locale>/``, then writes a single ``search/search_index.json`` holding every language's pages:
+its README says "there can only be one search index for the whole build". Material's search fetches
+``search/search_index.json`` relative to ``base`` in the page's ``__config`` (the site root), so a
+Chinese reader searching 步长 got English pages too (they hold Chinese glossary terms and code
+comments), and an English reader searching stride got Chinese ones.
+
+This hook gives every language its own index and makes its pages load it:
+
+- ``on_post_build`` runs after the i18n plugin's (priority -200 < -100). In the build of a
+  non-default language (the i18n plugin runs it from inside the default build's
+  ``on_post_build``), the search plugin has just written that language's pages alone: the hook
+  writes them to ``<locale>/search/search_index.json``, with locations relative to ``<locale>/``.
+  At the end of the default build, the i18n plugin has written every language's pages to the root
+  index: the hook keeps the default language's.
+- ``on_post_page`` points ``base`` in the ``__config`` of a non-default language's pages at
+  ``<locale>/``. Material uses ``base`` to find the index and to resolve the locations of the
+  results, nothing else this site enables (no ``navigation.instant``, no versions).
+
+Both work the same under ``mkdocs build`` and ``mkdocs serve``. ``tests/test_search.py`` checks the
+index files and searches in a browser.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import re
+from pathlib import Path
+
+from mkdocs.plugins import event_priority
+
+log = logging.getLogger("mkdocs.hooks.search_language")
+
+CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
+BASE = re.compile(r'("base":\s*)"([^"\\]*)"')
+
+
+def languages(config) -> tuple[str | None, list[str]]:
+    """The default locale and the other built locales of the i18n plugin (None, [] without it)."""
+    i18n = config.plugins.get("i18n")
+    if i18n is None or not hasattr(i18n, "build_languages"):
+        return None, []
+    default = i18n.default_language
+    return default, [locale for locale in i18n.build_languages if locale != default]
+
+
+def current_language(config) -> str | None:
+    i18n = config.plugins.get("i18n")
+    return getattr(i18n, "current_language", None)
+
+
+def language_of(location: str, others: list[str]) -> str | None:
+    """The non-default locale whose folder holds ``location``, or None for the default language."""
+    return next((lang for lang in others if location.startswith(f"{lang}/")), None)
+
+
+@event_priority(-200)  # after the search plugin wrote the index, and after the i18n plugin
+def on_post_build(config, **kwargs):
+    default, others = languages(config)
+    index_path = Path(config.site_dir) / "search" / "search_index.json"
+    if default is None or not others or not index_path.is_file():
+        return
+    index = json.loads(index_path.read_text(encoding="utf-8"))
+    i18n = config.plugins.get("i18n")
+    language = current_language(config) if i18n.building else default
+    if language != default:
+        # This language's build: the index holds its pages alone.
+        prefix = f"{language}/"
+        docs = [d for d in index["docs"] if language_of(d["location"], others) == language]
+        for doc in docs:
+            doc["location"] = doc["location"][len(prefix) :]
+        target = Path(config.site_dir) / language / "search" / "search_index.json"
+    else:
+        # The end of the whole build: the i18n plugin merged every language into the root index.
+        docs = [d for d in index["docs"] if language_of(d["location"], others) is None]
+        target = index_path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = {**index, "docs": docs}
+    target.write_text(json.dumps(data, separators=(",", ":"), default=str), encoding="utf-8")
+    log.debug("search index for '%s': %d entries in %s", language, len(docs), target)
+
+
+def on_post_page(output: str, page, config, **kwargs):
+    default, others = languages(config)
+    language = current_language(config)
+    if language is None or language == default or language not in others:
+        return output
+
+    def rebase(config_script: re.Match) -> str:
+        body = BASE.sub(
+            lambda m: f'{m.group(1)}"{posixpath.join(m.group(2), language)}/"',
+            config_script.group(2),
+            count=1,
+        )
+        return config_script.group(1) + body + config_script.group(3)
+
+    return CONFIG.sub(rebase, output, count=1)

@@ -1,0 +1,249 @@
+"""Search stays in the reader's language and finds the site's own terms.
+
+Each language has its own search index, ``search/search_index.json`` for English and
+``zh/search/search_index.json`` for Chinese, and each page loads its language's
+(``hooks/search_language.py``). The Chinese index is cut by jieba with a user dictionary
+written at build time from the glossary and the page titles (``hooks/search_dictionary.py``), so
+逐行走读 is one word, not 逐 / 行走 / 读.
+
+The first tests read the built index files and the dictionary. The browser tests (marked
+``browser``; they skip or fail like ``tests/test_browser.py``, whose ``browser`` fixture they use)
+type glossary terms into the search box of a page of each language and check that every result is
+in that language and that every page of that language using the term is found. Which pages use a
+term is read from the built pages' article text, code included (search indexes it): a Chinese term
+anywhere in it, an English one at the start of a word (``x.contiguous()`` uses contiguous,
+``is_contiguous`` does not: search matches the start of a word, and ``_`` does not end one).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from sitetools import LANGUAGES, ROOT, mkdocs_config, nav_pages, page_path
+from test_browser import browser  # noqa: F401  (the fixture: skips or fails without Chromium)
+
+PAGES = nav_pages()
+DEFAULT = LANGUAGES[0]
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+ARTICLE = re.compile(r'<article class="md-content__inner[^"]*">(.*?)</article>', re.S)
+CONFIG = re.compile(r'<script id="__config" type="application/json">(.*?)</script>', re.S)
+TAG = re.compile(r"<[^>]+>")
+GLOSSARY = ROOT / "docs" / "zh" / "glossary.md"
+
+# Terms of the glossary, searched by a reader of each language; the last two of each list are the
+# other language's words, which the pages of this language hold too (code, the glossary table).
+QUERIES = {
+    "en": ["stride", "contiguous", "mask", "projection", "transpose", "broadcast", "步长", "连续"],
+    "zh": ["步长", "连续", "掩码", "投影", "转置", "注意力", "逐行走读", "stride", "contiguous"],
+}
+START_PAGE = "walkthrough.md"  # two folders deep in zh/: the index is found relative to the page
+
+
+def index_path(site: Path, lang: str) -> Path:
+    prefix = "" if lang == DEFAULT else f"{lang}/"
+    return site / prefix / "search" / "search_index.json"
+
+
+def load_index(site: Path, lang: str) -> dict:
+    return json.loads(index_path(site, lang).read_text(encoding="utf-8"))
+
+
+def page_of(location: str) -> str:
+    """``walkthrough/#split-heads`` -> ``walkthrough/``."""
+    return location.split("#")[0]
+
+
+def separator(site: Path) -> re.Pattern:
+    return re.compile(load_index(site, DEFAULT)["config"]["separator"])
+
+
+def article_text(site: Path, lang: str, page: str) -> str:
+    source = (site / page_path(lang, page) / "index.html").read_text(encoding="utf-8")
+    match = ARTICLE.search(source)
+    assert match, f"{lang}/{page}: no article"
+    return html.unescape(TAG.sub("", match.group(1)))
+
+
+def uses(text: str, term: str) -> bool:
+    """Whether ``text`` uses ``term``: a Chinese term anywhere, an English one at a word's start."""
+    if HAN.search(term):
+        return term in text
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(term)}", text, re.IGNORECASE) is not None
+
+
+def pages_using(site: Path, lang: str, term: str) -> set[str]:
+    return {page for page in PAGES if uses(article_text(site, lang, page), term)}
+
+
+def user_dictionary() -> tuple[Path, list[str], list[str]]:
+    """The jieba user dictionary the build wrote: its path, words kept whole, words split."""
+    search = next(p["search"] for p in mkdocs_config()["plugins"] if "search" in p)
+    path = ROOT / search["jieba_dict_user"]
+    kept, split = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        word, _, frequency = line.partition(" ")
+        (split if frequency == "0" else kept).append(word)
+    return path, kept, split
+
+
+def glossary_terms() -> list[str]:
+    """The 中文 column of the glossary table."""
+    terms = []
+    for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 3 and HAN.search(cells[1]) and cells[1] != "中文":
+            terms.append(cells[1])
+    return terms
+
+
+# --- The index files and the dictionary ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_each_language_has_an_index_of_its_own_pages(built_site, lang):
+    docs = load_index(built_site, lang)["docs"]
+    locations = [doc["location"] for doc in docs]
+    assert not [loc for loc in locations if loc.startswith(tuple(f"{la}/" for la in LANGUAGES))], (
+        f"{lang}: locations must be relative to the language's root, with no language folder"
+    )
+    # Every page of the language is indexed, under its URL relative to the language's root.
+    assert {page_of(loc) for loc in locations} == {page_path(DEFAULT, p) for p in PAGES}
+    # Each page's entry is the page of this language: its title is in the reader's language.
+    titles = [doc["title"] for doc in docs if "#" not in doc["location"]]
+    chinese = [title for title in titles if HAN.search(title)]
+    assert chinese == (titles if lang == "zh" else []), (lang, titles)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_pages_load_the_index_of_their_language(built_site, lang):
+    """Material fetches ``search/search_index.json`` relative to ``base`` in ``__config``."""
+    for page in PAGES:
+        url = "http://127.0.0.1/mha/" + page_path(lang, page)
+        source = (built_site / page_path(lang, page) / "index.html").read_text(encoding="utf-8")
+        config = json.loads(CONFIG.search(source).group(1))
+        fetched = urljoin(urljoin(url, config["base"]), "search/search_index.json")
+        site_path = urlsplit(fetched).path.removeprefix("/mha/")
+        assert built_site / site_path == index_path(built_site, lang), (lang, page, config["base"])
+
+
+def test_user_dictionary_is_generated_from_the_glossary_and_titles(built_site):
+    path, kept, split = user_dictionary()
+    assert "逐行走读" in kept, "the page title 逐行走读 is kept whole"
+    assert "术语表" in kept and "步长" in kept and "连续" in kept and "掩码" in kept, kept
+    # A term jieba cuts into words stays cut, so each word is found on its own: 注意力 inside it.
+    assert "多头注意力" not in kept and "缩放点积注意力" not in kept, kept
+    # A one-character term glued to a classifier or a preposition is split: 4 个头 -> 个 / 头.
+    assert "个头" in split and "把头" in split, split
+    if shutil.which("git"):
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=ROOT)
+        assert ignored.returncode == 0, f"{path} is generated at build time: it must be ignored"
+
+
+def test_chinese_index_cuts_the_sites_terms_whole(built_site):
+    split = separator(built_site)
+    words: set[str] = set()
+    starts_missed: dict[str, list[str]] = {}
+    terms = [term for term in glossary_terms() if len(term) > 1]
+    for doc in load_index(built_site, "zh")["docs"]:
+        for field in ("title", "text"):
+            pieces = [piece for piece in split.split(doc[field]) if piece]
+            words.update(pieces)
+            # Where a term occurs, a word of the index starts: a search for it finds the place.
+            text, starts, at = "", set(), 0
+            for piece in pieces:
+                starts.add(at)
+                text += piece
+                at += len(piece)
+            for term in terms:
+                for match in re.finditer(re.escape(term), text):
+                    if match.start() not in starts:
+                        context = text[max(0, match.start() - 4) : match.end() + 4]
+                        starts_missed.setdefault(term, []).append(f"{doc['location']}: {context}")
+    assert "逐行走读" in words, "逐行走读 must be one word of the zh index"
+    assert not {"个头", "各头", "把头", "对值"} & words, "one-character terms glued to a neighbour"
+    assert not starts_missed, "terms cut inside a word of the zh index:\n" + "\n".join(
+        f"{term}: {where}" for term, where in starts_missed.items()
+    )
+
+
+# --- In the browser -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def search_page(browser, site_url):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    outside: list[str] = []
+
+    def route(request_route):
+        if urlsplit(request_route.request.url).hostname == "127.0.0.1":
+            request_route.continue_()
+        else:
+            outside.append(request_route.request.url)
+            request_route.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+    assert not outside, f"requests to other hosts: {outside}"
+
+
+def search(page, site_url: str, lang: str, query: str) -> list[str]:
+    """Search ``query`` from a page of ``lang``; every result link, relative to the site root."""
+    page.goto(site_url + page_path(lang, START_PAGE), wait_until="load")
+    translations = json.loads(page.locator("#__config").text_content())["translations"]
+    box = page.locator("input.md-search__input")
+    box.click()
+    box.fill(query)
+    box.press("End")  # Material searches on keyup
+    meta = page.locator(".md-search-result__meta")
+    none = translations["search.result.none"]
+    page.wait_for_function(  # the worker answered: a count, or none
+        "([el, none]) => /\\d/.test(el.textContent) || el.textContent.trim() === none",
+        arg=[meta.element_handle(), none],
+    )
+    text = meta.inner_text().strip()
+    count = 0 if text == none else int(re.search(r"\d+", text)[0])
+    items = page.locator(".md-search-result__item")
+    for _ in range(20):  # Material renders 10 results, then more as the list scrolls
+        if items.count() >= count:
+            break
+        page.locator(".md-search__scrollwrap").evaluate("e => e.scrollTop = e.scrollHeight")
+        page.wait_for_timeout(200)
+    assert items.count() == count, f"{query}: {items.count()} results shown of {count}"
+    hrefs = page.eval_on_selector_all(
+        ".md-search-result__item a.md-search-result__link", "links => links.map(a => a.href)"
+    )
+    return [href.removeprefix(site_url) for href in hrefs]
+
+
+def language_of(relative_url: str) -> str:
+    other = [lang for lang in LANGUAGES[1:] if relative_url.startswith(f"{lang}/")]
+    return other[0] if other else DEFAULT
+
+
+CASES = [(lang, query) for lang, queries in QUERIES.items() for query in queries]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("lang", "query"), CASES, ids=[f"{la}-{q}" for la, q in CASES])
+def test_search_stays_in_the_readers_language_and_finds_every_page(
+    search_page, site_url, built_site, lang, query
+):
+    links = search(search_page, site_url, lang, query)
+    elsewhere = [link for link in links if language_of(link) != lang]
+    assert not elsewhere, f"a {lang} reader searching {query} got other languages: {elsewhere}"
+    prefix = "" if lang == DEFAULT else f"{lang}/"
+    found = {page_of(re.sub(r"\?[^#]*", "", link)).removeprefix(prefix) for link in links}
+    expected = {page_path(DEFAULT, page) for page in pages_using(built_site, lang, query)}
+    assert expected, f"no {lang} page uses {query}: choose another term"
+    missing = sorted(expected - found)
+    assert not missing, f"{lang}: searching {query} misses pages that use it: {missing}"
