@@ -2,7 +2,8 @@
 
 Every page of both languages loads without a console or page error (the i18n plugin's missing
 ``/zh/sitemap.xml`` aside), its math is rendered, the language switch lands on the twin page,
-search finds Chinese words inside sentences, the copy button copies, and no request leaves
+search finds Chinese words inside sentences, the copy button copies code only (no ``>>>``, no
+output) and the second button a script that runs on its own, and no request leaves
 127.0.0.1: every other request is aborted and recorded, and a test fails if there is one.
 Screenshots go to ``screenshots/`` (git-ignored).
 
@@ -20,6 +21,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from sitetools import LANGUAGES, ROOT, nav_pages, page_path
+
+from hooks.runnable import parse, scripts
 
 pytestmark = pytest.mark.browser
 
@@ -253,6 +256,106 @@ def test_copy_button_copies_the_code_of_its_block(tab):
     assert copied.strip() == code.strip(), copied
     assert "model = MHA(hidden_size=20, heads_num=4)" in copied, copied
     tab.assert_clean()
+
+
+# The two copy buttons of a code block: Material's copies code only (no prompts, no output), the
+# second copies the block as a script that runs on its own (hooks/runnable.py).
+RUNNABLE_TITLE = {"en": "Copy as a runnable script", "zh": "复制为可运行脚本"}
+
+
+def page_scripts(lang: str, page: str):
+    """The page's blocks and scripts, parsed from its Markdown as the build parses it."""
+    source = ROOT / "docs" / lang / page
+    blocks = parse(source.read_text(encoding="utf-8"), str(source))
+    return blocks, scripts(blocks, lang)
+
+
+def clipboard_after(p, click) -> str:
+    p.evaluate("navigator.clipboard.writeText('')")
+    click()
+    p.wait_for_function("async () => (await navigator.clipboard.readText()) !== ''")
+    return p.evaluate("navigator.clipboard.readText()")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_copy_buttons_copy_code_only_and_a_runnable_script(tab, lang):
+    blocks, runnable = page_scripts(lang, "walkthrough.md")
+    p = tab.open(lang, "walkthrough.md")
+    rendered = p.locator("article div.highlight[data-mha-runnable]")
+    assert rendered.count() == len(runnable.ids), "a runnable block without its button data"
+    order = sorted(runnable.ids)  # rendered in page order
+    # A doctest-style block that shows a traceback: both buttons.
+    n = next(n for n, i in enumerate(order) if blocks[order[n]].raises)
+    block, index = rendered.nth(n), order[n]
+    block.scroll_into_view_if_needed()
+    block.hover()
+    copy = block.locator("button.md-code__button[data-md-type=copy]")
+    copied = clipboard_after(p, copy.click)
+    assert ">>>" not in copied and "Traceback" not in copied, copied
+    assert copied == blocks[index].copy_text(), copied
+    button = block.locator("nav.md-code__nav > button.md-code__button[data-mha-type=runnable]")
+    assert button.get_attribute("title") == RUNNABLE_TITLE[lang]
+    assert button.get_attribute("aria-label") == RUNNABLE_TITLE[lang]
+    script = clipboard_after(p, button.click)
+    assert script == runnable.script(index), script[-500:]
+    assert ">>>" not in script, script
+    # Keyboard: Tab reaches the button of the next block, Enter copies.
+    block, index = rendered.nth(n + 1), order[n + 1]
+    block.locator("button[data-md-type=copy]").focus()
+    p.keyboard.press("Tab")
+    focused = p.evaluate("document.activeElement.dataset.mhaType")
+    assert focused == "runnable", focused
+    assert clipboard_after(p, lambda: p.keyboard.press("Enter")) == runnable.script(index)
+    # A plain block: Material's button copies it as it is.
+    plain = next(n for n, i in enumerate(order) if not blocks[i].doctest)
+    block = rendered.nth(plain)
+    block.hover()
+    copied = clipboard_after(p, block.locator("button[data-md-type=copy]").click)
+    assert copied == blocks[order[plain]].source.rstrip("\n"), copied
+    tab.assert_clean()
+
+
+@pytest.fixture(scope="module")
+def sharp_tab(browser, site_url):
+    """A tab at twice the pixel density, for screenshots of small things such as icons."""
+    context = browser.new_context(
+        viewport={"width": 1000, "height": 800},
+        device_scale_factor=2,
+        permissions=["clipboard-read", "clipboard-write"],
+    )
+    tab = Tab(context, site_url)
+    yield tab
+    context.close()
+    assert not tab.outside, f"requests to other hosts: {tab.outside}"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_screenshots_of_the_copy_buttons_in_light_and_dark_mode(sharp_tab, lang):
+    """screenshots/{lang}-copy-buttons-{light,dark}[-focus].png: the two buttons of a block on
+    hover, and with the runnable button focused from the keyboard."""
+    p = sharp_tab.open(lang, "walkthrough.md")
+    for scheme in ("default", "slate"):
+        if p.locator("body").get_attribute("data-md-color-scheme") != scheme:
+            p.locator("form[data-md-component=palette] label:visible").first.click()
+            p.wait_for_function(f"document.body.dataset.mdColorScheme === '{scheme}'")
+        block = p.locator("article div.highlight[data-mha-runnable]").nth(3)
+        block.scroll_into_view_if_needed()
+        block.hover()
+        button = block.locator("button[data-mha-type=runnable]")
+        button.wait_for()
+        icon = button.evaluate("b => getComputedStyle(b, '::after').maskImage")
+        assert "data:image/svg+xml" in icon, icon
+        copy = block.locator("button[data-md-type=copy]")
+        assert button.bounding_box()["y"] == copy.bounding_box()["y"], "not beside the copy button"
+        name = "light" if scheme == "default" else "dark"
+        SCREENSHOTS.mkdir(exist_ok=True)
+        block.screenshot(path=str(SCREENSHOTS / f"{lang}-copy-buttons-{name}.png"))
+        copy.focus()
+        p.keyboard.press("Tab")  # keyboard focus: the focus ring shows
+        block.screenshot(path=str(SCREENSHOTS / f"{lang}-copy-buttons-{name}-focus.png"))
+    p.locator("form[data-md-component=palette] label:visible").first.click()  # back to light
+    p.wait_for_function("document.body.dataset.mdColorScheme === 'default'")
+    sharp_tab.assert_clean()
 
 
 def test_dark_mode_toggle_switches_the_palette(tab):
