@@ -40,6 +40,8 @@ from mkdocs.plugins import event_priority
 log = logging.getLogger("mkdocs.hooks.search_dictionary")
 
 HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+INCLUDE = re.compile(r'-{2}8<-{2}\s+"([^"]+)"')  # pymdownx.snippets
+AUTODOC = re.compile(r"^:::\s+([\w.]+)", re.M)  # mkdocstrings
 TERM_LENGTH = 4  # the longest candidate kept whole: longer Han runs are phrases, not terms
 # jieba part-of-speech tags of the characters that glue onto a one-character term: numeral,
 # classifier, preposition, conjunction.
@@ -84,7 +86,24 @@ def candidates_key(config, locale: str) -> str:
     return repr([lang.nav_translations for lang in languages if lang.locale == locale])
 
 
-def user_dictionary(config, language_dir: Path, locale: str) -> str:
+def text_sources(language_dir: Path, root: Path) -> list[Path]:
+    """The files whose Chinese the pages show: the pages, the files they include (``--8<--``)
+    and the Python files of the packages they document (``::: package.module``)."""
+    pages = sorted(language_dir.rglob("*.md"))
+    found = dict.fromkeys(pages)
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for included in INCLUDE.findall(text):
+            path = root / included.split(":")[0]
+            if path.is_file():
+                found[path] = None
+        for identifier in AUTODOC.findall(text):
+            package = root / identifier.split(".")[0]
+            found.update(dict.fromkeys(sorted(package.rglob("*.py")) if package.is_dir() else []))
+    return list(found)
+
+
+def user_dictionary(config, language_dir: Path, locale: str, root: Path) -> str:
     """The text of the jieba user dictionary for the pages under ``language_dir``."""
     import jieba
     import jieba.posseg
@@ -130,8 +149,8 @@ def user_dictionary(config, language_dir: Path, locale: str) -> str:
     # Split such words until the Chinese pages cut cleanly (a split can make a new one).
     runs = [
         run
-        for page in sorted(language_dir.rglob("*.md"))
-        for run in HAN.findall(page.read_text(encoding="utf-8"))
+        for source in text_sources(language_dir, root)
+        for run in HAN.findall(source.read_text(encoding="utf-8"))
     ]
     tokenizer = jieba.Tokenizer()
     tokenizer.initialize()
@@ -167,11 +186,11 @@ def on_config(config, **kwargs):
         language_dir = docs / locale if (docs / locale).is_dir() else docs
         # Cached per process (mkdocs serve rebuilds), keyed by everything the dictionary reads.
         digest = hashlib.sha256(candidates_key(config, locale).encode())
-        for page in sorted(language_dir.rglob("*.md")):
-            digest.update(str(page).encode() + b"\0" + page.read_bytes())
+        for source in text_sources(language_dir, root):
+            digest.update(str(source).encode() + b"\0" + source.read_bytes())
         key = digest.hexdigest()
         if key not in _cache:
-            _cache[key] = user_dictionary(config, language_dir, locale)
+            _cache[key] = user_dictionary(config, language_dir, locale, root)
         sections.append(_cache[key])
     text = "".join(sections)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
