@@ -8,15 +8,18 @@ mkdocs.yml gives it (as the root ``conftest.py`` resolves it for Sybil), the ful
 the other language are dropped, and the code is written into the fence in place of the directive.
 A Chinese reader reads the Chinese comments, an English reader the English ones.
 
-Only full-line comments are touched; code, docstrings and trailing comments stay, and so do
-comments that are not in either language (a shape such as ``# [batch_size, seq_len, hidden_size]``,
-``# noqa``). A missing file or section fails the build, as it does without this hook. The page's
-language is the language folder its source lives in (``docs/zh/...``), else the language the i18n
-plugin is building.
+Only full-line comments are dropped; code and trailing comments stay, and so do comments that are
+in neither language (a shape such as ``# [batch_size, seq_len, hidden_size]``, ``# noqa``). The
+bilingual docstrings show in the page's language too, as on the API page: that is
+``source_in_language`` of ``hooks/docstring_language.py``. A missing file or section fails the
+build, as it does without this hook. The page's language is the language folder its source lives
+in (``docs/zh/...``), else the language the i18n plugin is building.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
 import textwrap
 from pathlib import Path
@@ -90,6 +93,22 @@ def keep_language(code: str, language: str) -> str:
     return "".join(kept)
 
 
+@functools.cache
+def docstring_language():
+    """The sibling hook ``hooks/docstring_language.py`` (its ``source_in_language``)."""
+    path = Path(__file__).with_name("docstring_language.py")
+    spec = importlib.util.spec_from_file_location("mha_hooks_docstring_language", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def in_language(code: str, language: str) -> str:
+    """Python ``code`` as a reader of ``language`` sees it: the other language's full-line
+    comments dropped, each bilingual docstring in ``language`` only."""
+    return docstring_language().source_in_language(keep_language(code, language), language)
+
+
 def snippets_options(config) -> dict:
     """pymdownx.snippets' options as mkdocs.yml gives them, base paths made absolute."""
     if "pymdownx.snippets" not in config["markdown_extensions"]:
@@ -118,7 +137,7 @@ def resolve_includes(text: str, language: str, options: dict, where: str = "page
             raise PluginError(f"{where}: {error}") from error
         if not code.strip():
             raise PluginError(f"{where}: include renders empty: {' '.join(directives)}")
-        code = keep_language(code.strip("\n") + "\n", language)
+        code = in_language(code.strip("\n") + "\n", language)
         body = "".join(indent + line if line.strip() else line for line in code.splitlines(True))
         return f"{indent}{fence}python\n{body}{indent}{fence}"
 

@@ -3,7 +3,8 @@
 ``docs/zh/glossary.md`` holds a table ``| English | 中文 | 不用 |``: for each concept, the Chinese
 term the site uses and the variants it avoids (separated by 、, or — for none). These tests parse
 that table and check every other zh page against it: its prose and the comments of its code blocks,
-and the Chinese comments of the source files it pulls in with ``--8<--``.
+and the Chinese comments and docstrings of the source files it shows (included with ``--8<--`` or
+documented with ``::: mha.module.name``).
 
 What a reader reads as Chinese text is checked; code is not. Fenced code (but its comments), inline
 code, link targets, ``{ #anchor }`` attributes and URLs are blanked before the check, so the
@@ -31,6 +32,7 @@ NO_VARIANT = {"", "—", "-"}
 # Words that contain an avoided variant but mean something else: 关键字参数 is a keyword argument.
 LEGITIMATE = ("关键字参数",)
 INCLUDE = re.compile(r'-{2}8<-{2}\s+"([^"]+)"')
+DOCUMENTED = re.compile(r"^[ \t]*:::[ \t]+([\w.]+)", re.MULTILINE)
 CJK = re.compile("[\u3400-\u9fff]")
 
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
@@ -152,19 +154,24 @@ def readable_markdown(text: str, inline_code: bool = False) -> list[str]:
     return out
 
 
-def chinese_comments(source: str) -> list[str]:
-    """The lines of a Python file reduced to their comments, Chinese ones only ("" elsewhere)."""
+def chinese_text(source: str) -> list[str]:
+    """The lines of a Python file reduced to their Chinese text ("" elsewhere): the comments and
+    the lines of strings (docstrings) that hold Chinese characters."""
     out = [""] * len(source.splitlines())
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.COMMENT and CJK.search(token.string):
             out[token.start[0] - 1] = token.string
+        elif token.type == tokenize.STRING:
+            for offset, line in enumerate(token.string.splitlines()):
+                if CJK.search(line):
+                    out[token.start[0] - 1 + offset] = line
     return out
 
 
 def readable_lines(text: str, kind: str, inline_code: bool = False) -> list[str]:
     """``text`` reduced to what the glossary checks: a ``markdown`` page or a ``python`` source."""
     if kind == "python":
-        return chinese_comments(text)
+        return chinese_text(text)
     return readable_markdown(text, inline_code)
 
 
@@ -191,10 +198,23 @@ def find_ordinals(text: str, where: str, kind: str = "markdown") -> list[Hit]:
     ]
 
 
+def module_file(dotted: str) -> Path:
+    """The source file of ``mha.checks.check_sizes``: the longest prefix that is a file."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        path = ROOT.joinpath(*parts[:end]).with_suffix(".py")
+        if path.is_file():
+            return path
+    raise LookupError(f"no source file for {dotted}")
+
+
 def included_files(page: Path) -> list[Path]:
-    """Source files that ``page`` includes with pymdownx.snippets (``--8<-- "path:section"``)."""
-    names = {m.group(1).split(":")[0] for m in INCLUDE.finditer(page.read_text(encoding="utf-8"))}
-    return sorted(ROOT / name for name in names)
+    """Source files that ``page`` shows: included with pymdownx.snippets (``--8<-- "path:section"``)
+    or documented with mkdocstrings (``::: mha.module.name``)."""
+    text = page.read_text(encoding="utf-8")
+    paths = {ROOT / m.group(1).split(":")[0] for m in INCLUDE.finditer(text)}
+    paths |= {module_file(m.group(1)) for m in DOCUMENTED.finditer(text)}
+    return sorted(paths)
 
 
 def page_texts(page: Path) -> list[tuple[str, str, str]]:
@@ -336,23 +356,30 @@ def test_a_comment_in_a_code_block_is_checked_but_a_string_is_not():
     assert [(h.line, h.variant) for h in hits] == [(2, "token"), (3, "kernel")], hits
 
 
-def test_included_source_files_are_checked_in_their_chinese_comments_only():
+def test_included_source_files_are_checked_in_their_chinese_text_only():
     source = (
-        '"""A docstring may say token and kernel."""\n'
+        '"""A docstring may say token and kernel.\n\n中文:\n    每个词元一个查询。\n"""\n'
         "# 每个 token 一个查询\n"
         "# One query per token\n"
         "x = 1  # 融合内核\n"
         "y = 2  # fused kernel\n"
     )
     hits = find_avoided(source, ZH_ROWS, "mha/x.py", "python")
-    assert [(h.line, h.variant) for h in hits] == [(2, "token"), (4, "内核")], hits
+    assert [(h.line, h.variant) for h in hits] == [(4, "词元"), (6, "token"), (8, "内核")], hits
 
 
-def test_included_annotated_source_is_checked_in_its_chinese_comments():
+def test_included_annotated_source_is_checked_in_its_chinese_comments_and_docstrings():
     source = (ROOT / "mha" / "annotated.py").read_text(encoding="utf-8")
-    readable = chinese_comments(source)
-    assert sum(bool(line) for line in readable) >= 20, "too few Chinese comments found"
-    assert all(CJK.search(line) for line in readable if line), "an English comment slipped in"
+    readable = chinese_text(source)
+    comments = [line for line in readable if line.lstrip().startswith("#")]
+    assert len(comments) >= 20, f"only {len(comments)} Chinese comments found"
+    assert len(readable) - readable.count("") > len(comments), "no Chinese docstring line found"
+    assert all(CJK.search(line) for line in readable if line), "English text slipped in"
+
+
+def test_the_api_page_is_checked_in_the_docstrings_it_documents():
+    files = {p.relative_to(ROOT).as_posix() for p in included_files(ZH / "api.md")}
+    assert {"mha/annotated.py", "mha/pure.py", "mha/checks.py"} <= files, files
 
 
 def test_heads_and_positions_are_numbered_from_0():

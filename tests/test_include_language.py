@@ -20,11 +20,17 @@ from mkdocs.exceptions import PluginError
 from sitetools import page_path
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = importlib.util.spec_from_file_location(
-    "include_language", ROOT / "hooks" / "include_language.py"
-)
-hook = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(hook)
+
+
+def load_hook(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hook = load_hook("include_language")
+docstrings = load_hook("docstring_language")
 
 CJK = re.compile("[\u3400-\u9fff]")
 SHAPE = re.compile(r"#\s*\[[^\]]*\]\s*")
@@ -58,13 +64,15 @@ def is_comment_line(line: str) -> bool:
 
 
 def expected_lines(lines: list[str], lang: str) -> list[str]:
-    """The section as a reader of ``lang`` should see it: the other language's comments gone."""
+    """The section as a reader of ``lang`` should see it: the other language's comments gone, the
+    docstrings in ``lang`` (``source_in_language``, tested with the API page)."""
 
     def other_language(line: str) -> bool:
         chinese = bool(CJK.search(line))
         return is_comment_line(line) and chinese != (lang == "zh")
 
-    return [line for line in lines if not other_language(line)]
+    shown = docstrings.source_in_language("\n".join(lines) + "\n", lang).splitlines()
+    return [line for line in shown if not other_language(line)]
 
 
 def rendered_blocks(site: Path, lang: str, page: str) -> list[list[str]]:
@@ -104,9 +112,12 @@ def test_annotated_page_keeps_no_comment_of_the_other_language(built_site, lang)
     if lang == "zh":
         assert english == [], english
         assert len(chinese) >= 10, f"only {len(chinese)} Chinese comments on the zh page"
+        assert "中文:" not in str(blocks), "a docstring shows both languages"
     else:
         assert chinese == [], chinese
         assert len(english) >= 10, f"only {len(english)} English comments on the en page"
+        chinese_text = [line for block in blocks for line in block if CJK.search(line)]
+        assert chinese_text == [], f"Chinese in the en page's code: {chinese_text}"
 
 
 def test_annotated_comments_are_chinese_then_english():
@@ -179,6 +190,33 @@ def test_comments_in_no_language_stay_in_both():
 def test_an_unknown_language_keeps_everything():
     assert hook.keep_language(CODE, "fr") == CODE
     assert hook.keep_language(CODE, None) == CODE
+
+
+BILINGUAL = '''\
+def f(x):
+    """Add one.
+
+    中文:
+        加一。
+    """
+    # 加一
+    # Add one
+    return x + 1
+'''
+
+
+@pytest.mark.parametrize(
+    ("lang", "kept", "dropped"),
+    [
+        ("en", ["Add one.", "# Add one"], ["中文:", "加一"]),
+        ("zh", ["加一。", "# 加一"], ["Add one"]),
+    ],
+)
+def test_docstrings_show_in_the_page_language_too(lang, kept, dropped):
+    shown = hook.in_language(BILINGUAL, lang)
+    assert all(text in shown for text in kept), shown
+    assert not any(text in shown for text in dropped), shown
+    assert "    return x + 1\n" in shown, shown
 
 
 def test_the_hooks_docstring_example_runs():
