@@ -21,7 +21,7 @@ import os
 
 import pytest
 from sitetools import LANGUAGES, ROOT, nav_pages, page_path
-from test_browser import Tab, browser  # noqa: F401  (browser is a fixture)
+from test_browser import Tab, browser, screenshot  # noqa: F401  (browser is a fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -138,6 +138,9 @@ def test_every_scheme_is_the_palette_of_mkdocs_yml():
 def test_page_has_no_wcag_violation(tabs, axe_script, page, lang, scheme):
     p = open_page(tabs("desktop", scheme), lang, page, scheme)
     found = axe_violations(p, axe_script)
+    if page == "walkthrough.md":  # code-heavy: its colours, looked at in screenshots/
+        p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
+        screenshot(p, f"a11y-{lang}-walkthrough-{scheme}.png")
     assert not found, report(found, f"{lang}/{page} ({scheme})")
 
 
