@@ -115,8 +115,8 @@ def user_dictionary(config, language_dir: Path, locale: str, root: Path) -> str:
     default.initialize()
     tags = jieba.posseg.dt.word_tag_tab  # the part of speech of each word of that dictionary
 
-    # One-character terms: those of the glossary, and one-character nouns that a glossary term
-    # ends or starts with (头 of 注意力头).
+    # One-character terms: those of the glossary, and the one-character nouns among the pieces
+    # jieba cuts a glossary term into (头 of 注意力头; not 层 or 批, classifiers, nor 的).
     short = {term for term in glossary if len(term) == 1}
     for term in glossary:
         for piece in default.lcut(term, HMM=False):

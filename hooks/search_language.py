@@ -16,8 +16,10 @@ This hook gives every language its own index and makes its pages load it:
   At the end of the default build, the i18n plugin has written every language's pages to the root
   index: the hook keeps the default language's.
 - ``on_post_page`` points ``base`` in the ``__config`` of a non-default language's pages at
-  ``<locale>/``. Material uses ``base`` to find the index and to resolve the locations of the
-  results, nothing else this site enables (no ``navigation.instant``, no versions).
+  ``<locale>/``. Material 9.x reads ``base`` to find the index and to resolve the locations of the
+  results. Its other readers do not run here: ``navigation.instant`` and versions are off, and the
+  sitemap-based language switch returns before reading it, since the default language's root
+  holds every URL of the site.
 
 Both work the same under ``mkdocs build`` and ``mkdocs serve``. ``tests/test_search.py`` checks the
 index files and searches in a browser.
