@@ -7,8 +7,9 @@ the directive as Python; it checks that the include resolves, exactly as the bui
 to non-empty code that compiles. The included code itself is tested by the package's tests and
 docstrings. ``tests/test_docs_fences.py`` checks that every python-looking fence is collected here.
 
-The pages' parsers come from ``hooks/runnable.py``, which builds each block's "Copy as a runnable
-script" at build time from the same parse: what a reader copies is what these tests run.
+The parsers of the pages and of the docstrings come from ``hooks/runnable.py``, which builds each
+block's "Copy as a runnable script" at build time from the same parse: what a reader copies is what
+these tests run.
 """
 
 import re
@@ -19,11 +20,10 @@ import markdown
 import yaml
 from sybil import Sybil
 from sybil.parsers.markdown import SkipParser
-from sybil.parsers.rest import DocTestParser
 from sybil.sybil import SybilCollection
 
 from hooks.runnable import DOCTEST_OPTIONS as OPTIONS
-from hooks.runnable import PythonOrIncludeBlockParser, markdown_parsers
+from hooks.runnable import PythonOrIncludeBlockParser, docstring_parsers, markdown_parsers
 
 ROOT = Path(__file__).resolve().parent
 INCLUDE_TARGET = re.compile(r'--8<--[ \t]+"([^"\n]+)"')
@@ -62,7 +62,7 @@ def check_include(example) -> None:
 # Include-only fences are checked by `check_include` instead of being run.
 python_blocks = PythonOrIncludeBlockParser(check_include, doctest_optionflags=OPTIONS)
 docs = Sybil(parsers=markdown_parsers(check_include), path="docs", patterns=["*.md"])
-docstrings = Sybil(parsers=[DocTestParser(optionflags=OPTIONS)], path="mha", patterns=["*.py"])
+docstrings = Sybil(parsers=docstring_parsers(), path="mha", patterns=["*.py"])
 # The README's usage example is code a reader copies first: it runs too.
 readme = Sybil(parsers=[python_blocks, SkipParser()], path=".", filenames=["README.md"])
 

@@ -15,9 +15,9 @@ page needs names that earlier blocks defined. This hook fixes both at build time
    page order, since the last ``<!-- clear-namespace -->``, then the block itself. That is exactly
    what Sybil runs before the block, in the same namespace, so the script needs nothing else.
 
-The page is read by the same Sybil parsers that run it as a test: the root ``conftest.py``
-builds its Sybil from :func:`markdown_parsers`, so the scripts cannot drift from what the tests
-run, and ``tests/test_runnable.py`` runs every script.
+Pages and docstrings are read by the same Sybil parsers that run them as tests: the root
+``conftest.py`` builds its Sybils from :func:`markdown_parsers` and :func:`docstring_parsers`, so
+the scripts cannot drift from what the tests run, and ``tests/test_runnable.py`` runs every script.
 
 Rules, for blocks that do not simply run:
 
@@ -29,10 +29,13 @@ Rules, for blocks that do not simply run:
 - An include-only fence (``--8<-- "mha/x.py:section"``) shows the package's own code, which a
   script imports from ``mha``; Sybil only checks that the include resolves. It gets no runnable
   button and adds nothing to the scripts of later blocks. Its copy button copies the code shown.
-- A block Sybil skips (``<!-- skip: ... -->``, conditional or not) gets no runnable button, and
-  the examples skipped add nothing to later scripts: the tests never ran them there.
-- Docstring examples that mkdocstrings renders on the API page get the code-only copy; they are
-  not Markdown blocks of the page and get no runnable button.
+- A block Sybil skips (``<!-- skip: ... -->``, conditional or not, or a ``# doctest: +SKIP``
+  example) gets no runnable button, and what is skipped adds nothing to later scripts: the tests
+  never ran it there.
+- Docstring examples that mkdocstrings renders (the API page) are found in their module by the
+  object heading above them. Sybil runs a module's docstring examples in the module's namespace,
+  in file order, so their script starts with the module's imports and public names
+  (``from mha.checks import check_input, check_sizes``), then the examples above them.
 - ``>>> # comment`` lines, which Sybil and doctest do not collect, are not copied.
 
 The scripts of a page share most of their text, so the page carries each distinct piece once,
@@ -43,6 +46,7 @@ in a ``<script type="application/json" id="__mha-runnable">`` in ``<head>``, and
 
 from __future__ import annotations
 
+import ast
 import builtins
 import doctest
 import html
@@ -57,9 +61,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from sybil import Document, Region
+from sybil.document import PythonDocStringDocument
 from sybil.evaluators.skip import Skipper
 from sybil.parsers.abstract import AbstractClearNamespaceParser
 from sybil.parsers.markdown import ClearNamespaceParser, PythonCodeBlockParser, SkipParser
+from sybil.parsers.rest import DocTestParser
 
 log = logging.getLogger("mkdocs.hooks.runnable")
 
@@ -75,6 +81,12 @@ HEADER = {
     "# order: the site's tests run them the same way.",
     "zh": "# 本页的准备代码和你复制的代码块之前的各块按页面顺序排在前面，\n"
     "# 网站的测试也是这样运行的。",
+}
+DOCSTRING_HEADER = {
+    "en": "# The examples in the docstrings of {module} run in that module's namespace, in\n"
+    "# file order: its imports and names come first, then the examples above this one.",
+    "zh": "# {module} 的文档字符串示例在这个模块的命名空间里按文件顺序运行：\n"
+    "# 先导入模块里的名字，再运行这个示例之前的各个示例。",
 }
 MARKER = {"en": "# The block you copied:", "zh": "# 你复制的代码块："}
 RAISES = {
@@ -173,23 +185,31 @@ class Block:
 
     def as_earlier(self, lang: str) -> str:
         """The block in the script of a later block: raising examples wrapped, skips left out."""
-        return "\n".join(wrapped(s, lang) for s in self.statements if not s.skipped)
+        return as_earlier(self.statements, lang)
 
     def as_itself(self, lang: str) -> str:
         """The block in its own script: its last raising example stays bare and raises."""
-        last = len(self.statements) - 1
-        lines = []
-        for i, s in enumerate(self.statements):
-            if s.raises and i == last:
-                lines.append(RAISES[lang].format(error=s.raises) + "\n" + s.code)
-            else:
-                lines.append(wrapped(s, lang))
-        return "\n".join(lines)
+        return as_itself(self.statements, lang)
 
     @property
     def raises(self) -> str | None:
         """The exception this block's own script ends with, or None."""
         return self.statements[-1].raises if self.statements else None
+
+
+def as_earlier(statements: list[Statement], lang: str) -> str:
+    return "\n".join(wrapped(s, lang) for s in statements if not s.skipped)
+
+
+def as_itself(statements: list[Statement], lang: str) -> str:
+    last = len(statements) - 1
+    lines = []
+    for i, s in enumerate(statements):
+        if s.raises and i == last:
+            lines.append(RAISES[lang].format(error=s.raises) + "\n" + s.code)
+        else:
+            lines.append(wrapped(s, lang))
+    return "\n".join(lines)
 
 
 def wrapped(statement: Statement, lang: str) -> str:
@@ -248,10 +268,7 @@ def parse(text: str, path: str = "<page>") -> list[Block]:
             block.include = True
         elif isinstance(region.parsed, doctest.Example):
             block.doctest = True
-            example = region.parsed
-            block.statements.append(
-                Statement(example.source.rstrip("\n"), exception_name(example), skipped)
-            )
+            block.statements.append(statement(region.parsed, skipped))
         else:
             block.statements.append(Statement(str(region.parsed).rstrip("\n"), None, skipped))
     return blocks
@@ -264,46 +281,137 @@ def join(pieces: list[str], ids: list[int]) -> str:
 
 @dataclass
 class Scripts:
-    """The runnable scripts of one page in one language, as pieces shared between blocks."""
+    """Runnable scripts of one page in one language, as pieces shared between blocks."""
 
-    pieces: list[str]
-    ids: dict[int, list[int]]  # block index (in ``parse`` order) -> piece numbers
+    pieces: list[str] = field(default_factory=list)
+    ids: dict = field(default_factory=dict)  # block (its index in ``parse`` order) -> pieces
 
-    def script(self, index: int) -> str:
-        return join(self.pieces, self.ids[index])
+    def add(self, key, parts: list[str]) -> None:
+        numbers = []
+        for text in parts:
+            if text not in self.pieces:
+                self.pieces.append(text)
+            numbers.append(self.pieces.index(text))
+        self.ids[key] = numbers
+
+    def script(self, key) -> str:
+        return join(self.pieces, self.ids[key])
 
 
-def scripts(blocks: list[Block], lang: str) -> Scripts:
+def parts(header: str, above: list[str], itself: str, lang: str) -> list[str]:
+    """A script's parts: the header, the code above (if any), the marker, the block."""
+    above = [text for text in above if text.strip()]
+    if not above:
+        return [itself]
+    return [header, *above, MARKER[lang], itself]
+
+
+def scripts(blocks: list[Block], lang: str, into: Scripts | None = None) -> Scripts:
     """The script of every runnable block: the blocks above it (same namespace), then it."""
-    pieces: list[str] = []
-
-    def piece(text: str) -> int:
-        if text not in pieces:
-            pieces.append(text)
-        return pieces.index(text)
-
-    ids = {}
+    result = into or Scripts()
     for index, block in enumerate(blocks):
-        if not block.runnable:
-            continue
-        above = [b.as_earlier(lang) for b in blocks[:index] if b.namespace == block.namespace]
+        if block.runnable:
+            above = [b.as_earlier(lang) for b in blocks[:index] if b.namespace == block.namespace]
+            result.add(index, parts(HEADER[lang], above, block.as_itself(lang), lang))
+    return result
+
+
+# -- Docstring examples (the API page): run by Sybil in their module's namespace ---------------
+
+
+def docstring_parsers() -> list:
+    """The parsers of the package's docstrings (the root conftest.py uses these)."""
+    return [DocTestParser(optionflags=DOCTEST_OPTIONS)]
+
+
+@dataclass
+class ModuleExamples:
+    """The docstring examples of one module, as Sybil runs them: in file order, one namespace,
+    the module's own."""
+
+    name: str  # mha.checks
+    imports: str  # what a script imports to stand in for the module's namespace
+    groups: list[list[Statement]]  # the examples of each docstring that has some
+
+    def find(self, codes: list[str], after: tuple[int, int] = (0, 0)) -> tuple[int, int] | None:
+        """(docstring, first example) where ``codes`` appear in a row, preferring ``after``."""
+        found = [
+            (g, first)
+            for g, group in enumerate(self.groups)
+            for first in range(len(group))
+            if [s.code for s in group[first : first + len(codes)]] == codes
+        ]
+        later = [place for place in found if place >= after]
+        return (later or found or [None])[0]
+
+    def script_parts(self, place: tuple[int, int], count: int, lang: str) -> list[str]:
+        group, first = place
+        statements = self.groups[group]
+        above = [as_earlier(g, lang) for g in self.groups[:group]]
+        above.append(as_earlier(statements[:first], lang))
+        itself = as_itself(statements[first : first + count], lang)
         above = [text for text in above if text.strip()]
-        if above:
-            ids[index] = [
-                piece(HEADER[lang]),
-                *(piece(text) for text in above),
-                piece(MARKER[lang]),
-                piece(block.as_itself(lang)),
-            ]
-        else:
-            ids[index] = [piece(block.as_itself(lang))]
-    return Scripts(pieces, ids)
+        header = DOCSTRING_HEADER[lang].format(module=self.name)
+        return [header, self.imports, *above, MARKER[lang], itself]
+
+
+def module_imports(source: str, name: str) -> str:
+    """The module's imports (relative ones made absolute) and its public names."""
+    tree = ast.parse(source)
+    package = name.rpartition(".")[0]
+    lines = []
+    public = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            lines.append(ast.unparse(node))
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = ".".join(filter(None, [base, node.module]))
+                node = ast.ImportFrom(module=module, names=node.names, level=0)
+            lines.append(ast.unparse(node))
+        elif isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            public = list(ast.literal_eval(node.value))
+    if not public:
+        public = [
+            node.name
+            for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and not node.name.startswith("_")
+        ]
+    if public:
+        lines.append(f"from {name} import {', '.join(public)}")
+    return "\n".join(lines)
+
+
+def module_examples(path: Path, name: str) -> ModuleExamples:
+    """The docstring examples of the module at ``path``, parsed as the root conftest.py does."""
+    document = PythonDocStringDocument.parse(str(path), *docstring_parsers())
+    spans = [(start, end) for start, end, _ in document.extract_docstrings(document.text)]
+    groups: dict[tuple[int, int], list[Statement]] = {}
+    for _, region in document.regions:
+        example = region.parsed
+        span = next(span for span in spans if span[0] <= region.start < span[1])
+        groups.setdefault(span, []).append(statement(example))
+    imports = module_imports(document.text, name)
+    return ModuleExamples(name, imports, [groups[k] for k in sorted(groups)])
+
+
+def statement(example: doctest.Example, skipped: bool = False) -> Statement:
+    skipped = skipped or bool(example.options.get(doctest.SKIP))
+    return Statement(example.source.rstrip("\n"), exception_name(example), skipped)
+
+
+def example_codes(text: str) -> list[str]:
+    """The code of each example of a doctest-style text, prompts stripped."""
+    return [e.source.rstrip("\n") for e in doctest.DocTestParser().get_examples(text)]
 
 
 def code_only(text: str) -> str:
     """The code of a doctest-style text: prompts stripped, output and tracebacks dropped."""
-    examples = doctest.DocTestParser().get_examples(text)
-    return "\n".join(example.source.rstrip("\n") for example in examples)
+    return "\n".join(example_codes(text))
 
 
 # -- The build ---------------------------------------------------------------------------------
@@ -325,14 +433,51 @@ def attribute(value: str) -> str:
     return html.escape(value, quote=True).replace("\n", "&#10;")
 
 
-def annotate(page_html: str, blocks: list[Block], lang: str) -> tuple[str, dict | None, list]:
+# mkdocstrings' heading of a documented object: <h2 id="mha.annotated.MHA" class="doc doc-heading">
+OBJECT_HEADING = re.compile(r'<h[1-6]\b(?=[^>]*\bclass="doc doc-heading)[^>]*\bid="(?P<id>[\w.]+)"')
+
+
+def module_of(object_id: str, root: Path) -> tuple[Path, str] | None:
+    """The source file and module name of ``mha.annotated.MHA.forward``: the longest prefix
+    that is a module under ``root``."""
+    parts = object_id.split(".")
+    for end in range(len(parts), 0, -1):
+        base = root.joinpath(*parts[:end])
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file():
+                return path, ".".join(parts[:end])
+    return None
+
+
+def annotate(
+    page_html: str, blocks: list[Block], lang: str, root: Path | None = None
+) -> tuple[str, dict | None, list]:
     """Give the rendered blocks their copy text and script pieces.
 
-    Returns the HTML, the page's data for mha.js (None if no block is runnable) and the visible
-    blocks whose rendering was not found."""
+    Page blocks are found in order by their code as written; other doctest-style blocks are
+    docstring examples of the object whose mkdocstrings heading comes before them (in a module
+    under ``root``). Returns the HTML, the page's data for mha.js (None if no block is runnable)
+    and the page's visible blocks whose rendering was not found."""
     expected = [(i, b) for i, b in enumerate(blocks) if b.visible and not b.include]
     runnable = scripts(blocks, lang)
+    headings = [(m.start(), m["id"]) for m in OBJECT_HEADING.finditer(page_html)]
     position = 0
+    last_place: dict[str, tuple[int, int]] = {}
+
+    def docstring_script(at: int, codes: list[str]) -> str | None:
+        """The piece numbers of the script of a docstring example block, or None."""
+        owner = [object_id for start, object_id in headings if start < at]
+        found = module_of(owner[-1], root) if owner and root and codes else None
+        if not found:
+            return None
+        module = module_examples(*found)
+        place = module.find(codes, last_place.get(module.name, (0, 0)))
+        if place is None:
+            return None
+        last_place[module.name] = place
+        key = ("docstring", at)
+        runnable.add(key, module.script_parts(place, len(codes), lang))
+        return " ".join(map(str, runnable.ids[key]))
 
     def replace(match: re.Match) -> str:
         nonlocal position
@@ -349,7 +494,11 @@ def annotate(page_html: str, blocks: list[Block], lang: str) -> tuple[str, dict 
                 numbers = " ".join(map(str, runnable.ids[index]))
                 extra += f' data-mha-runnable="{numbers}"'
         elif shown.lstrip().startswith(">>>") and "data-copy=" not in match["attributes"]:
-            extra += f' data-copy="{attribute(code_only(shown))}"'
+            codes = example_codes(shown)
+            extra += f' data-copy="{attribute(chr(10).join(codes))}"'
+            numbers = docstring_script(match.start(), codes)
+            if numbers:
+                extra += f' data-mha-runnable="{numbers}"'
         if not extra:
             return match[0]
         return f'<div class="{match["classes"]}"{match["attributes"]}{extra}>{match["body"]}'
@@ -379,7 +528,8 @@ def on_page_content(html_text: str, page, config, **kwargs) -> str:
     for block in blocks:
         for problem in block.problems():
             log.warning("%s: %s", page.file.src_uri, problem)
-    html_text, data, missing = annotate(html_text, blocks, page_language(config))
+    root = Path(config.config_file_path).parent  # mkdocstrings' paths: ["."]
+    html_text, data, missing = annotate(html_text, blocks, page_language(config), root)
     for block in missing:
         log.warning(
             "%s: line %d: the rendered code of this python block is not on the page as written; "

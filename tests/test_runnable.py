@@ -10,12 +10,14 @@ small pages written here.
 
 from __future__ import annotations
 
+import doctest
 import json
 import os
 import subprocess
 import sys
 import unittest
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
@@ -32,6 +34,8 @@ from hooks.runnable import (
     code_only,
     join,
     markdown_parsers,
+    module_examples,
+    normalized,
     parse,
     scripts,
 )
@@ -147,25 +151,39 @@ def test_every_page_block_is_runnable_or_an_include():
 # The built site carries these scripts, and copy texts without prompts.
 
 
+@dataclass
+class Rendered:
+    attributes: dict
+    code: str = ""
+
+
 class CodeBlocks(HTMLParser):
-    """The page's ``div.highlight`` blocks (their attributes) and the runnable data."""
+    """The page's ``div.highlight`` blocks (attributes and code) and the runnable data."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
-        self.blocks: list[dict] = []
+        self.blocks: list[Rendered] = []
         self.data = None
-        self._in_data = False
+        self._in_data = self._in_code = self._want_code = False
 
     def handle_starttag(self, tag, attrs):
         attributes = dict(attrs)
         if tag == "div" and "highlight" in (attributes.get("class") or "").split():
-            self.blocks.append(attributes)
+            self.blocks.append(Rendered(attributes))
+            self._want_code = True  # the block's first <code>
+        elif tag == "code" and self._want_code:
+            self._in_code, self._want_code = True, False
         self._in_data = tag == "script" and attributes.get("id") == DATA_ID
+
+    def handle_endtag(self, tag):
+        self._in_code = self._in_code and tag != "code"
 
     def handle_data(self, data):
         if self._in_data:
             self.data = json.loads(data)
             self._in_data = False
+        elif self._in_code:
+            self.blocks[-1].code += data
 
 
 def built_blocks(site: Path, page: Path) -> CodeBlocks:
@@ -177,30 +195,37 @@ def built_blocks(site: Path, page: Path) -> CodeBlocks:
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_built_page_carries_the_scripts_and_copy_texts(built_site, page):
+    """Each block of the page, found on the built page in order: its copy text (doctest blocks)
+    and its script are the ones computed here; a docstring example (API page) copies without
+    prompts and its script runs, raising what the docstring shows."""
     blocks, page_scripts = runnable_blocks(page)
     built = built_blocks(built_site, page)
-    with_script = [b for b in built.blocks if "data-mha-runnable" in b]
-    assert len(with_script) == len(page_scripts.ids), (len(with_script), len(page_scripts.ids))
-    if not page_scripts.ids:
+    pending = [(i, b) for i, b in enumerate(blocks) if b.visible and not b.include]
+    docstring_examples = 0
+    for rendered in built.blocks:
+        attributes = rendered.attributes
+        ids = [int(i) for i in attributes.get("data-mha-runnable", "").split()]
+        if pending and normalized(rendered.code) == normalized(pending[0][1].source):
+            index, block = pending.pop(0)
+            assert attributes.get("data-copy") == (block.copy_text() if block.doctest else None)
+            assert join(built.data["pieces"], ids) == page_scripts.script(index), block.line
+        elif rendered.code.lstrip().startswith(">>>"):
+            docstring_examples += 1
+            assert attributes["data-copy"] == code_only(rendered.code), rendered.code
+            assert ">>>" not in attributes["data-copy"], attributes["data-copy"]
+            assert ids, f"a docstring example without a runnable script:\n{rendered.code}"
+            shown = doctest.DocTestParser().get_examples(rendered.code)
+            raises = shown[-1].exc_msg.split(":", 1)[0].strip() if shown[-1].exc_msg else None
+            run_expecting(join(built.data["pieces"], ids), rendered.code[:60], raises)
+        else:
+            assert not ids and "data-copy" not in attributes, rendered.code
+    assert not pending, f"blocks not found on the built page: {[b.line for _, b in pending]}"
+    if page.name == "api.md":
+        assert docstring_examples >= 5, docstring_examples
+    if page_scripts.ids or docstring_examples:
+        assert built.data["title"] == BUTTON_TITLE[language(page)]
+    else:
         assert built.data is None
-        return
-    lang = language(page)
-    assert built.data["title"] == BUTTON_TITLE[lang]
-    for attributes, index in zip(with_script, sorted(page_scripts.ids), strict=True):
-        ids = [int(i) for i in attributes["data-mha-runnable"].split()]
-        assert join(built.data["pieces"], ids) == page_scripts.script(index), blocks[index].line
-    doctest_blocks = [b for b in blocks if b.visible and b.doctest]
-    copies = [b["data-copy"] for b in with_script if "data-copy" in b]
-    assert copies == [b.copy_text() for b in doctest_blocks]
-    for attributes in built.blocks:  # docstring examples on the API page too
-        assert ">>>" not in attributes.get("data-copy", ""), attributes["data-copy"]
-
-
-def test_api_page_docstring_examples_copy_without_prompts(built_site):
-    built = built_blocks(built_site, ROOT / "docs" / "en" / "api.md")
-    copies = [b["data-copy"] for b in built.blocks if "data-copy" in b]
-    assert len(copies) >= 5, copies  # the page's own block and the docstrings' examples
-    assert any("check_sizes(512, 8)" in c for c in copies), copies
 
 
 # The rules, on small pages.
@@ -329,3 +354,53 @@ def test_code_after_a_traceback_in_the_same_block_is_reported():
     )
     (block,) = parse(text)
     assert block.problems() and "show the traceback last" in block.problems()[0]
+
+
+def test_docstring_examples_run_in_their_module_namespace(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "mod.py").write_text(
+        '''"""A module.
+
+>>> twice(2)
+4
+"""
+
+from __future__ import annotations
+
+import math
+from .helpers import helper
+
+__all__ = ["twice"]
+
+
+def twice(x):
+    """Twice ``x``.
+
+    >>> y = twice(math.pi)
+    >>> twice("a") - 1
+    Traceback (most recent call last):
+    ...
+    TypeError: unsupported operand type(s) for -: 'str' and 'int'
+    """
+    return 2 * x
+''',
+        encoding="utf-8",
+    )
+    module = module_examples(package / "mod.py", "pkg.mod")
+    assert (
+        module.imports == "import math\nfrom pkg.helpers import helper\nfrom pkg.mod import twice"
+    )
+    assert [[s.code for s in group] for group in module.groups] == [
+        ["twice(2)"],
+        ["y = twice(math.pi)", 'twice("a") - 1'],
+    ]
+    place = module.find(['twice("a") - 1'])
+    assert place == (1, 1)
+    parts = module.script_parts(place, 1, "en")
+    script = join(parts, list(range(len(parts))))
+    assert script.endswith(
+        "twice(2)\n\ny = twice(math.pi)\n\n# The block you copied:\n\n"
+        '# raises TypeError, as the page shows\ntwice("a") - 1\n'
+    ), script
