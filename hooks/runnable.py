@@ -83,8 +83,8 @@ HEADER = {
     "# 网站的测试也是这样运行的。",
 }
 DOCSTRING_HEADER = {
-    "en": "# The examples in the docstrings of {module} run in that module's namespace, in\n"
-    "# file order: its imports and names come first, then the examples above this one.",
+    "en": "# The docstring examples of {module} run in its namespace, in file order:\n"
+    "# its imports and names come first, then the examples above this one.",
     "zh": "# {module} 的文档字符串示例在这个模块的命名空间里按文件顺序运行：\n"
     "# 先导入模块里的名字，再运行这个示例之前的各个示例。",
 }

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 from sitetools import LANGUAGES, ROOT, nav_pages, page_path
 
-from hooks.runnable import parse, scripts
+from hooks.runnable import DOCSTRING_HEADER, parse, scripts
 
 pytestmark = pytest.mark.browser
 
@@ -312,6 +312,22 @@ def test_copy_buttons_copy_code_only_and_a_runnable_script(tab, lang):
     block.hover()
     copied = clipboard_after(p, block.locator("button[data-md-type=copy]").click)
     assert copied == blocks[order[plain]].source.rstrip("\n"), copied
+    tab.assert_clean()
+
+
+def test_docstring_examples_on_the_api_page_get_both_buttons(tab):
+    for lang in LANGUAGES:
+        p = tab.open(lang, "api.md")
+        block = p.locator("article div.highlight[data-mha-runnable]").last
+        block.scroll_into_view_if_needed()
+        block.hover()
+        copied = clipboard_after(p, block.locator("button[data-md-type=copy]").click)
+        assert copied and ">>>" not in copied, copied
+        button = block.locator("button[data-mha-type=runnable]")
+        assert button.get_attribute("title") == RUNNABLE_TITLE[lang]
+        script = clipboard_after(p, button.click)
+        assert script.startswith(DOCSTRING_HEADER[lang].split("{")[0]), script[:200]
+        assert script.rstrip().endswith(copied.splitlines()[-1]), script[-200:]
     tab.assert_clean()
 
 
