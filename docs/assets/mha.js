@@ -50,3 +50,17 @@ document.addEventListener("click", (event) => {
   if (window.document$) window.document$.subscribe(whenReady);
   else document.addEventListener("DOMContentLoaded", whenReady);
 })();
+
+// A wide formula or table scrolls sideways on a narrow screen; while it does, it takes the
+// keyboard focus (tabindex 0) so that a keyboard reader can scroll it too (WCAG 2.1.1: axe's
+// scrollable-region-focusable, checked by tests/test_a11y.py on a phone-sized screen).
+(() => {
+  const focusable = () => {
+    for (const el of document.querySelectorAll(".md-typeset__scrollwrap, .mha-math")) {
+      if (el.scrollWidth > el.clientWidth) el.tabIndex = 0;
+      else el.removeAttribute("tabindex");
+    }
+  };
+  window.addEventListener("load", focusable);
+  window.addEventListener("resize", focusable);
+})();
