@@ -50,9 +50,16 @@ def comment_language(comment: str) -> str | None:
     return "zh" if CJK.search(comment) else "en"
 
 
-def string_state(line: str, quote: str | None) -> str | None:
-    """The string still open at the end of ``line`` (a triple quote), given the one open at its
-    start; comments end the scan."""
+def find_comment(line: str, quote: str | None = None) -> tuple[int, str | None]:
+    """Where the ``#`` comment of a line of Python starts (``len(line)`` if it has none), skipping
+    strings, and the triple-quoted string still open at the line's end, given ``quote``, the one
+    open at its start. The parity and glossary tests read code comments with it too.
+
+    >>> find_comment("s = '#'  # real", None)
+    (9, None)
+    >>> find_comment("doc = '''# not a comment", None)
+    (24, "'''")
+    """
     i = 0
     while i < len(line):
         if quote:
@@ -63,14 +70,14 @@ def string_state(line: str, quote: str | None) -> str | None:
             if line[i] == "\\":
                 i += 1
         elif line[i] == "#":
-            break
+            return i, None
         elif line[i] in "'\"":
             triple = line[i] * 3
             quote = triple if line.startswith(triple, i) else line[i]
             i += len(quote)
             continue
         i += 1
-    return quote if quote in ('"""', "'''") else None
+    return len(line), (quote if quote in ('"""', "'''") else None)
 
 
 def keep_language(code: str, language: str) -> str:
@@ -88,7 +95,7 @@ def keep_language(code: str, language: str) -> str:
             if comment_language(line) not in (None, language):
                 continue
         else:
-            quote = string_state(line, quote)
+            _, quote = find_comment(line, quote)
         kept.append(line)
     return "".join(kept)
 

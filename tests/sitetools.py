@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -10,6 +11,14 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGES = ("en", "zh")  # en is the default language, built at the site's root
+
+
+def load_hook(name: str):
+    """The MkDocs hook ``hooks/<name>.py`` as a module (hooks are files, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def mkdocs_config() -> dict:

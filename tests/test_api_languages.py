@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import importlib.util
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -32,10 +31,10 @@ from pathlib import Path
 
 import griffe
 import pytest
+from sitetools import load_hook
 from test_glossary import GLOSSARY, ZH, find_avoided, parse_glossary
 
 ROOT = Path(__file__).resolve().parents[1]
-HOOK = ROOT / "hooks" / "docstring_language.py"
 LANGUAGES = ("en", "zh")
 CJK = re.compile("[\u3400-\u9fff]")
 DIRECTIVE = re.compile(r"^:::[ \t]+(\S+)", re.MULTILINE)
@@ -46,14 +45,7 @@ ENGLISH_PHRASE = re.compile(r"[A-Za-z][\w'’-]*(?:[ \t\n,;:()]+[A-Za-z][\w'’-
 NO_RETURN = (None, "None", type(None), inspect.Signature.empty)
 
 
-def load_hook():
-    spec = importlib.util.spec_from_file_location("docstring_language", HOOK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-hook = load_hook()
+hook = load_hook("docstring_language")
 
 
 @dataclass

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sitetools import load_hook
+
+# The hook that shows included code in one language reads comments the same way.
+find_comment = load_hook("include_language").find_comment
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -57,26 +61,8 @@ class Skeleton:
 
 def strip_comment(line: str, quote: str | None) -> tuple[str, str | None]:
     """Remove a ``#`` comment outside strings; ``quote`` carries an open triple quote over lines."""
-    i = 0
-    while i < len(line):
-        if quote:
-            if line.startswith(quote, i):
-                i += len(quote)
-                quote = None
-                continue
-            if line[i] == "\\":
-                i += 1
-        elif line[i] == "#":
-            return line[:i].rstrip(), None
-        elif line[i] in "'\"":
-            triple = line[i] * 3
-            quote = triple if line.startswith(triple, i) else line[i]
-            i += len(quote)
-            continue
-        i += 1
-    if quote in ("'", '"'):  # a single-quoted string never spans lines
-        quote = None
-    return line.rstrip(), quote
+    start, quote = find_comment(line, quote)
+    return line[:start].rstrip(), quote
 
 
 def code_lines(language: str, body: str) -> list[str]:

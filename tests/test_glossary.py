@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from sitetools import load_hook
+
+# The hook that shows included code in one language reads comments the same way.
+find_comment = load_hook("include_language").find_comment
 
 ROOT = Path(__file__).resolve().parents[1]
 ZH = ROOT / "docs" / "zh"
@@ -95,26 +99,8 @@ def variant_pattern(variant: str) -> re.Pattern:
 def comment_of(line: str, quote: str | None) -> tuple[str, str | None]:
     """The ``#`` comment of a line of Python ("" if none), skipping strings; ``quote`` carries an
     open triple-quoted string from line to line."""
-    i = 0
-    while i < len(line):
-        if quote:
-            if line.startswith(quote, i):
-                i += len(quote)
-                quote = None
-                continue
-            if line[i] == "\\":
-                i += 1
-        elif line[i] == "#":
-            return line[i:], None
-        elif line[i] in "'\"":
-            triple = line[i] * 3
-            quote = triple if line.startswith(triple, i) else line[i]
-            i += len(quote)
-            continue
-        i += 1
-    if quote in ("'", '"'):  # a single-quoted string never spans lines
-        quote = None
-    return "", quote
+    start, quote = find_comment(line, quote)
+    return line[start:], quote
 
 
 def readable_markdown(text: str, inline_code: bool = False) -> list[str]:

@@ -10,23 +10,15 @@ from __future__ import annotations
 
 import doctest
 import html
-import importlib.util
 import re
 import textwrap
 from pathlib import Path
 
 import pytest
 from mkdocs.exceptions import PluginError
-from sitetools import page_path
+from sitetools import load_hook, page_path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_hook(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "hooks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 hook = load_hook("include_language")
