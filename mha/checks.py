@@ -30,12 +30,16 @@ def _check_positive_int(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a positive int, got {value}")
 
 
-def check_sizes(hidden_size: int, heads_num: int) -> None:
+def check_sizes(
+    hidden_size: int, heads_num: int, names: tuple[str, str] = ("hidden_size", "heads_num")
+) -> None:
     """Check the constructor's sizes; the caller then computes ``head_size`` itself.
 
     Args:
         hidden_size: model width, the last dimension of the input.
         heads_num: number of attention heads; must divide ``hidden_size``.
+        names: what the messages call the two sizes (``("heads_num", "kv_heads")`` when
+            [`mha.full.MHA`][mha.full.MHA] checks its key/value heads).
 
     Raises:
         TypeError: a size is not an ``int`` (``bool`` and ``float`` included).
@@ -54,16 +58,18 @@ def check_sizes(hidden_size: int, heads_num: int) -> None:
         参数:
             hidden_size: 隐藏层维度，即输入最后一维的大小。
             heads_num: 注意力头数，必须整除 ``hidden_size``。
+            names: 报错信息里这两个尺寸的名字（[`mha.full.MHA`][mha.full.MHA] 检查键和值的头数时
+                传 ``("heads_num", "kv_heads")``）。
 
         引发:
             TypeError: 某个尺寸不是 ``int``，``bool`` 和 ``float`` 也不行。
             ValueError: 某个尺寸不是正数，或者 ``hidden_size`` 不能被 ``heads_num`` 整除。
     """
-    _check_positive_int("hidden_size", hidden_size)
-    _check_positive_int("heads_num", heads_num)
+    _check_positive_int(names[0], hidden_size)
+    _check_positive_int(names[1], heads_num)
     if hidden_size % heads_num != 0:
         raise ValueError(
-            f"hidden_size ({hidden_size}) must be divisible by heads_num ({heads_num}); "
+            f"{names[0]} ({hidden_size}) must be divisible by {names[1]} ({heads_num}); "
             f"{hidden_size} % {heads_num} = {hidden_size % heads_num}"
         )
 
@@ -89,7 +95,7 @@ def _autocast_will_cast(x: Tensor, weight: Tensor) -> bool:
     return False
 
 
-def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
+def check_input(x: Tensor, hidden_size: int, weight: Tensor, name: str = "x") -> None:
     """Check the input of ``forward`` against the module's size and parameters.
 
     Args:
@@ -100,6 +106,8 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
             bfloat16 output can then feed the next layer, whose parameters stay float32.
         hidden_size: the module's ``hidden_size``.
         weight: one of the module's parameters (its dtype and device are the expected ones).
+        name: what the messages call the tensor (``"context"`` for cross-attention's keys and
+            values source in [`mha.full.MHA`][mha.full.MHA]).
 
     Raises:
         TypeError: ``x`` is not a tensor, not floating point, or of another dtype than ``weight``
@@ -126,6 +134,8 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
                 可以直接送进下一层，即使下一层的参数仍是 float32。
             hidden_size: 模块的 ``hidden_size``。
             weight: 模块的任意一个参数，``x`` 的 dtype 和设备以它为准。
+            name: 报错信息里张量的名字（[`mha.full.MHA`][mha.full.MHA] 检查交叉注意力的
+                ``context`` 时传 ``"context"``）。
 
         引发:
             TypeError: ``x`` 不是张量、不是浮点类型，或者在 autocast 之外 dtype 与 ``weight``
@@ -134,25 +144,25 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor) -> None:
                 不在同一个设备上。
     """
     if not isinstance(x, Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 3:
         raise ValueError(
-            f"x must be 3-D [batch_size, seq_len, hidden_size], "
+            f"{name} must be 3-D [batch_size, seq_len, hidden_size], "
             f"got {x.dim()}-D with shape {list(x.shape)}"
         )
     if x.size(-1) != hidden_size:
         raise ValueError(
-            f"x.shape[-1] must equal hidden_size ({hidden_size}), "
-            f"got {x.size(-1)} (x.shape = {list(x.shape)})"
+            f"{name}.shape[-1] must equal hidden_size ({hidden_size}), "
+            f"got {x.size(-1)} ({name}.shape = {list(x.shape)})"
         )
     if not torch.is_floating_point(x):
-        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
     if x.dtype != weight.dtype and not _autocast_will_cast(x, weight):
         raise TypeError(
-            f"x.dtype must match the parameters' dtype ({weight.dtype}), got {x.dtype}; "
-            f"use x.to({weight.dtype}) or model.to({x.dtype})"
+            f"{name}.dtype must match the parameters' dtype ({weight.dtype}), got {x.dtype}; "
+            f"use {name}.to({weight.dtype}) or model.to({x.dtype})"
         )
     if x.device != weight.device:
         raise ValueError(
-            f"x.device must match the parameters' device ({weight.device}), got {x.device}"
+            f"{name}.device must match the parameters' device ({weight.device}), got {x.device}"
         )

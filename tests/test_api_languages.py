@@ -248,12 +248,14 @@ def test_checker_passes_the_real_docstring():
 
 
 def test_checker_catches_a_parameter_missing_in_chinese():
-    found = mutate("    heads_num: 注意力头数，必须整除 ``hidden_size``。\n", "")
+    found = mutate("\n        heads_num: 注意力头数，必须整除 ``hidden_size``。\n", "\n")
     assert any("(zh): parameters not described: ['heads_num']" in p for p in found), found
 
 
 def test_checker_catches_a_parameter_missing_in_english():
-    found = mutate("    heads_num: number of attention heads; must divide ``hidden_size``.\n", "")
+    found = mutate(
+        "\n    heads_num: number of attention heads; must divide ``hidden_size``.\n", "\n"
+    )
     assert any("(en): parameters not described: ['heads_num']" in p for p in found), found
 
 

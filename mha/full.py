@@ -1,0 +1,558 @@
+"""The full MHA (完整版): the pure version plus what real models need.
+
+Masks, cross-attention, a KV cache for generation, grouped-query attention, dropout and a fast
+path, each proven equal to PyTorch's own in ``tests/test_full.py``. The parameters keep the pure
+version's names (``W_q``, ``W_k``, ``W_v``, ``W_o``), so a pure (and so a design-post) checkpoint
+loads into ``MHA(hidden_size, heads_num)`` unchanged.
+
+Shape comments use these names: ``q_len`` positions of the queries (from ``x``); ``src_len``
+positions this call projects into keys and values (``x`` itself, or ``context``); ``k_len``
+positions attended over (``src_len`` plus what the cache held before); ``kv_heads`` heads of keys
+and values (``heads_num`` unless grouped-query attention). ``tests/test_shape_comments.py`` runs
+``forward`` in several configurations and checks every one of them.
+
+Examples:
+    >>> import torch
+    >>> from mha.full import MHA, KVCache, causal_mask
+    >>> _ = torch.manual_seed(0)
+    >>> model = MHA(hidden_size=20, heads_num=4, kv_heads=2).eval()
+    >>> x = torch.randn(2, 3, 20)
+    >>> model(x, is_causal=True).shape
+    torch.Size([2, 3, 20])
+    >>> cache = KVCache()
+    >>> _ = model(x, is_causal=True, cache=cache)  # prefill 3 positions
+    >>> _ = model(torch.randn(2, 1, 20), is_causal=True, cache=cache)  # then one per step
+    >>> len(cache), cache.keys.shape
+    (4, torch.Size([2, 2, 4, 5]))
+    >>> causal_mask(2, 4)
+    tensor([[ True,  True,  True, False],
+            [ True,  True,  True,  True]])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from mha.checks import check_input, check_sizes
+
+__all__ = ["MHA", "KVCache", "causal_mask", "padding_mask"]
+
+
+# --8<-- [start:masks]
+def causal_mask(q_len: int, k_len: int, device: torch.device | str | None = None) -> Tensor:
+    """The causal mask, aligned to the lower right: ``True`` where a query may attend.
+
+    The last query is the newest position and sees every key; query ``i`` sees keys
+    ``0 .. i + (k_len - q_len)``. With ``q_len == k_len`` this is the usual lower triangle; with a
+    cache (``k_len > q_len``) the new queries see every cached key.
+
+    Args:
+        q_len: number of queries.
+        k_len: number of keys.
+        device: where to build the mask (the input's device).
+
+    Returns:
+        A boolean tensor of shape ``[q_len, k_len]``.
+
+    Examples:
+        >>> causal_mask(3, 3)
+        tensor([[ True, False, False],
+                [ True,  True, False],
+                [ True,  True,  True]])
+
+    中文:
+        因果掩码，右下对齐：``True`` 表示可以关注。
+
+        最后一个查询是最新的位置，能看到所有键；查询 ``i`` 能看到键 ``0 .. i + (k_len - q_len)``。
+        ``q_len == k_len`` 时就是常见的下三角；有缓存时（``k_len > q_len``），新的查询能看到缓存里的
+        所有键。
+
+        参数:
+            q_len: 查询的个数。
+            k_len: 键的个数。
+            device: 在哪个设备上创建掩码（应与输入相同）。
+
+        返回:
+            形状为 ``[q_len, k_len]`` 的布尔张量。
+    """
+    ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+    return ones.tril(diagonal=k_len - q_len)
+
+
+def padding_mask(lengths: Tensor, k_len: int) -> Tensor:
+    """The padding mask of a batch: ``True`` where a key is a real position, not padding.
+
+    Args:
+        lengths: the real length of each sequence, an integer tensor of shape ``[batch_size]``
+            with values in ``0 .. k_len``; the mask is built on its device.
+        k_len: the padded length (the number of keys).
+
+    Returns:
+        A boolean tensor ``[batch_size, 1, 1, k_len]`` (it broadcasts over heads and queries).
+
+    Raises:
+        TypeError: ``lengths`` is not an integer tensor.
+        ValueError: ``lengths`` is not 1-D, or a length is outside ``0 .. k_len``.
+
+    Examples:
+        >>> padding_mask(torch.tensor([3, 1]), 4)[:, 0, 0]
+        tensor([[ True,  True,  True, False],
+                [ True, False, False, False]])
+
+    中文:
+        一批序列的填充掩码：``True`` 表示这个键是真实的位置，不是填充。
+
+        参数:
+            lengths: 每条序列的真实长度，形状为 ``[batch_size]`` 的整数张量，取值在
+                ``0 .. k_len`` 之间；掩码建在它所在的设备上。
+            k_len: 填充后的长度（键的个数）。
+
+        返回:
+            形状为 ``[batch_size, 1, 1, k_len]`` 的布尔张量，可以在头和查询两个维度上广播。
+
+        引发:
+            TypeError: ``lengths`` 不是整数张量。
+            ValueError: ``lengths`` 不是一维的，或者某个长度不在 ``0 .. k_len`` 之间。
+    """
+    if not isinstance(lengths, Tensor) or lengths.dtype.is_floating_point or lengths.is_complex():
+        got = lengths.dtype if isinstance(lengths, Tensor) else type(lengths).__name__
+        raise TypeError(f"lengths must be an integer tensor of shape [batch_size], got {got}")
+    if lengths.dim() != 1:
+        raise ValueError(f"lengths must be 1-D [batch_size], got shape {list(lengths.shape)}")
+    if lengths.numel() and (lengths.min() < 0 or lengths.max() > k_len):
+        raise ValueError(f"lengths must lie in 0 .. k_len ({k_len}), got {lengths.tolist()}")
+    positions = torch.arange(k_len, device=lengths.device)
+    return (positions < lengths[:, None])[:, None, None, :]
+
+
+# --8<-- [end:masks]
+
+
+# --8<-- [start:cache]
+class KVCache:
+    """The keys and values of earlier steps, for generation one position at a time.
+
+    Empty when created. Each call of [`MHA.forward`][mha.full.MHA.forward] with ``cache=``
+    appends its new keys and values along the length dimension and attends over all of them.
+
+    Attributes:
+        keys: ``[batch_size, kv_heads, len, head_size]``, or ``None`` while empty.
+        values: ``[batch_size, kv_heads, len, head_size]``, or ``None`` while empty.
+
+    Examples:
+        >>> cache = KVCache()
+        >>> len(cache), cache.keys
+        (0, None)
+
+    中文:
+        之前各步的键和值，用于逐个位置生成。
+
+        创建时为空。每次以 ``cache=`` 调用 [`MHA.forward`][mha.full.MHA.forward]，都会把新算出的键和
+        值沿长度这一维追加进来，再对全部键和值做注意力。
+    """
+
+    def __init__(self) -> None:
+        self.keys: Tensor | None = None
+        self.values: Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.keys is None else self.keys.size(2)
+
+    def append(self, keys: Tensor, values: Tensor) -> None:
+        """Append new keys and values, each ``[batch_size, kv_heads, new_len, head_size]``.
+
+        Args:
+            keys: the new keys.
+            values: the new values, same shape as ``keys``.
+
+        Raises:
+            ValueError: the batch size, ``kv_heads`` or ``head_size`` differ from the cached
+                ones, or the device does.
+            TypeError: the dtype differs from the cached one.
+
+        中文:
+            追加新的键和值，形状都是 ``[batch_size, kv_heads, new_len, head_size]``。
+
+            参数:
+                keys: 新的键。
+                values: 新的值，形状与 ``keys`` 相同。
+
+            引发:
+                ValueError: 批大小、``kv_heads`` 或 ``head_size`` 与缓存里的不同，或者设备不同。
+                TypeError: dtype 与缓存里的不同。
+        """
+        if self.keys is None:
+            self.keys, self.values = keys, values
+            return
+        held = (self.keys.size(0), self.keys.size(1), self.keys.size(3))
+        new = (keys.size(0), keys.size(1), keys.size(3))
+        if held != new:
+            raise ValueError(
+                f"cache holds [batch_size, kv_heads, head_size] = {list(held)}, this call gives "
+                f"{list(new)}: use a new KVCache for another batch or model"
+            )
+        if keys.dtype != self.keys.dtype:
+            raise TypeError(f"cache holds dtype {self.keys.dtype}, this call gives {keys.dtype}")
+        if keys.device != self.keys.device:
+            raise ValueError(
+                f"cache is on device {self.keys.device}, this call's input is on {keys.device}"
+            )
+        self.keys = torch.cat([self.keys, keys], dim=2)
+        self.values = torch.cat([self.values, values], dim=2)
+
+
+# --8<-- [end:cache]
+
+
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
+
+
+# --8<-- [start:class]
+class MHA(nn.Module):
+    """Multi-head attention as real models use it: masks, cross-attention, KV cache, GQA.
+
+    Args:
+        hidden_size: model width, the last dimension of the input.
+        heads_num: number of query heads; must divide ``hidden_size``.
+        kv_heads: number of key/value heads (grouped-query attention); must divide
+            ``heads_num``. ``None`` (the default) means ``heads_num``; 1 is multi-query attention.
+        dropout: probability of zeroing an attention weight, in training mode only.
+        bias: whether the four linear layers have a bias.
+        fast: ``True`` runs ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels);
+            ``False`` runs the attention written out, as on the site's walkthrough.
+
+    Raises:
+        TypeError: a size is not an ``int``, ``dropout`` not a number, ``bias`` or ``fast`` not
+            a ``bool``.
+        ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``,
+            ``heads_num`` not by ``kv_heads``, or ``dropout`` is outside ``[0, 1)``.
+
+    Examples:
+        >>> model = MHA(hidden_size=20, heads_num=4, kv_heads=2)
+        >>> model.W_k.weight.shape  # [kv_heads * head_size, hidden_size]
+        torch.Size([10, 20])
+        >>> MHA(hidden_size=20, heads_num=4, kv_heads=3)
+        Traceback (most recent call last):
+        ...
+        ValueError: heads_num (4) must be divisible by kv_heads (3); 4 % 3 = 1
+
+    中文:
+        真实模型用到的多头注意力：掩码、交叉注意力、KV 缓存、分组查询注意力。
+
+        参数:
+            hidden_size: 隐藏层维度，即输入最后一维的大小。
+            heads_num: 查询的头数，必须整除 ``hidden_size``。
+            kv_heads: 键和值的头数（分组查询注意力），必须整除 ``heads_num``。默认 ``None``
+                表示与 ``heads_num`` 相同；取 1 就是多查询注意力。
+            dropout: 把一个注意力权重置零的概率，只在训练模式下生效。
+            bias: 四个线性层是否带偏置。
+            fast: ``True`` 调用 ``torch.nn.functional.scaled_dot_product_attention``（融合算子）；
+                ``False`` 按网站逐行走读里的写法把注意力逐步算出来。
+
+        引发:
+            TypeError: 尺寸不是 ``int``，``dropout`` 不是数，或者 ``bias``、``fast`` 不是
+                ``bool``。
+            ValueError: 尺寸不是正数，``hidden_size`` 不能被 ``heads_num`` 整除，``heads_num``
+                不能被 ``kv_heads`` 整除，或者 ``dropout`` 不在 ``[0, 1)`` 之内。
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        heads_num: int,
+        *,
+        kv_heads: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+        fast: bool = True,
+    ):
+        super().__init__()
+        kv_heads = heads_num if kv_heads is None else kv_heads
+        check_sizes(hidden_size, heads_num)
+        check_sizes(heads_num, kv_heads, names=("heads_num", "kv_heads"))
+        if isinstance(dropout, bool) or not isinstance(dropout, int | float):
+            raise TypeError(f"dropout must be a float, got {type(dropout).__name__} ({dropout!r})")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        _check_flag("bias", bias)
+        _check_flag("fast", fast)
+        self.hidden_size = hidden_size
+        self.heads_num = heads_num
+        self.head_size = hidden_size // heads_num
+        self.kv_heads = kv_heads
+        self.dropout = float(dropout)
+        self.fast = fast
+
+        # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num）
+        # The query projection is the pure version's; keys and values project to kv_heads heads
+        # only (fewer than heads_num under grouped-query attention)
+        self.W_q = nn.Linear(hidden_size, hidden_size, bias=bias)
+        self.W_k = nn.Linear(hidden_size, kv_heads * self.head_size, bias=bias)
+        self.W_v = nn.Linear(hidden_size, kv_heads * self.head_size, bias=bias)
+
+        self.W_o = nn.Linear(hidden_size, hidden_size, bias=bias)
+
+    # --8<-- [start:forward]
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        *,
+        attn_mask: Tensor | None = None,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Let each position of ``x`` attend to the positions of ``x`` (or of ``context``).
+
+        Args:
+            x: the queries' input, ``[batch_size, q_len, hidden_size]``.
+            context: for cross-attention, the keys' and values' input,
+                ``[batch_size, src_len, hidden_size]``; ``None`` for self-attention.
+            attn_mask: boolean (``True`` = may attend, as in
+                ``scaled_dot_product_attention``; the opposite of ``nn.MultiheadAttention``) or
+                floating point (added to the scores), broadcastable to
+                ``[batch_size, heads_num, q_len, k_len]``, on the input's device.
+            is_causal: apply [`causal_mask`][mha.full.causal_mask] (lower-right aligned), on top of
+                ``attn_mask`` if both are given.
+            cache: a [`KVCache`][mha.full.KVCache] to extend with this call's keys and values and
+                attend over in full (self-attention only).
+            need_weights: also return the attention weights (computed by the written-out path).
+
+        Returns:
+            ``[batch_size, q_len, hidden_size]``; with ``need_weights``, also the weights
+                ``[batch_size, heads_num, q_len, k_len]`` (after dropout, as applied). A query
+                whose keys are all masked gets a zero attention output, so its output is
+                ``W_o``'s bias.
+
+        Raises:
+            TypeError: an input, the mask or the cache has the wrong type or dtype.
+            ValueError: an input or the mask has the wrong shape or device, or ``context`` and
+                ``cache`` are both given.
+
+        Examples:
+            >>> model = MHA(20, 4)
+            >>> x = torch.randn(2, 3, 20)
+            >>> out, weights = model(x, torch.randn(2, 7, 20), need_weights=True)
+            >>> out.shape, weights.shape
+            (torch.Size([2, 3, 20]), torch.Size([2, 4, 3, 7]))
+
+        中文:
+            让 ``x`` 的每个位置关注 ``x``（或 ``context``）的各个位置。
+
+            参数:
+                x: 查询的输入，``[batch_size, q_len, hidden_size]``。
+                context: 交叉注意力时键和值的输入，``[batch_size, src_len, hidden_size]``；
+                    自注意力时为 ``None``。
+                attn_mask: 布尔掩码（``True`` 表示可以关注，与 ``scaled_dot_product_attention``
+                    相同，与 ``nn.MultiheadAttention`` 相反）或浮点掩码（加到注意力分数上），
+                    能广播到 ``[batch_size, heads_num, q_len, k_len]``，与输入在同一设备上。
+                is_causal: 加上右下对齐的 [`causal_mask`][mha.full.causal_mask]；与
+                    ``attn_mask`` 同时给出时两者都生效。
+                cache: 一个 [`KVCache`][mha.full.KVCache]：把这次算出的键和值追加进去，再对其中
+                    全部的键和值做注意力（只用于自注意力）。
+                need_weights: 同时返回注意力权重（由逐步计算的写法算出）。
+
+            返回:
+                ``[batch_size, q_len, hidden_size]``；``need_weights`` 为真时再返回注意力权重
+                    ``[batch_size, heads_num, q_len, k_len]``（训练时为 dropout 之后实际用到的
+                    权重）。某个查询的键全被屏蔽时，它的注意力输出为零，模块在这里的输出就是
+                    ``W_o`` 的偏置。
+
+            引发:
+                TypeError: 输入、掩码或缓存的类型或 dtype 不对。
+                ValueError: 输入或掩码的形状、设备不对，或者同时给了 ``context`` 和 ``cache``。
+        """
+        # 检查输入；交叉注意力时，键和值来自 context，否则来自 x 本身
+        # Check the inputs; keys and values come from context for cross-attention, else from x
+        check_input(x, self.hidden_size, self.W_q.weight)
+        source = x if context is None else self._check_context(context, x, cache)  # [batch_size, src_len, hidden_size]
+        _check_flag("is_causal", is_causal)
+        _check_flag("need_weights", need_weights)
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a mha.full.KVCache, got {type(cache).__name__}")
+
+        # 投影：查询有 heads_num 个头，键和值有 kv_heads 个头
+        # Project: heads_num heads of queries, kv_heads heads of keys and values
+        q = self.W_q(x)  # [batch_size, q_len, hidden_size]
+        k = self.W_k(source)  # [batch_size, src_len, kv_heads * head_size]
+        v = self.W_v(source)  # [batch_size, src_len, kv_heads * head_size]
+
+        # 按头拆分，再把头换到第 1 维：保持四维，融合算子要的就是这种布局
+        # Split into heads and move them to dim 1: kept 4-D, the layout the fused kernels take
+        q = q.view(q.size(0), q.size(1), self.heads_num, self.head_size).transpose(1, 2)  # [batch_size, heads_num, q_len, head_size]
+        k = k.view(k.size(0), k.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
+        v = v.view(v.size(0), v.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
+
+        # 有缓存时：把新的键和值接在缓存后面，对全部键和值做注意力
+        # With a cache: append the new keys and values, then attend over all of them
+        if cache is not None:
+            cache.append(k, v)
+            k = cache.keys  # [batch_size, kv_heads, k_len, head_size]
+            v = cache.values  # [batch_size, kv_heads, k_len, head_size]
+
+        # 一个掩码：attn_mask 与因果掩码合并；keeps 标出至少还能看到一个键的查询
+        # One mask: attn_mask and the causal mask combined; keeps marks the queries that still see a key
+        mask = self._mask(attn_mask, is_causal, q, k)  # [..., q_len, k_len]
+        keeps = None if mask is None else _rows_with_a_key(mask)  # [..., q_len, 1]
+        if keeps is not None:
+            # 一个键都看不到的查询，softmax 会得到 0/0 = NaN：先让它看全部的键，算完再把输出置零
+            # A query that sees no key would get 0/0 = NaN from softmax: let it see every key,
+            # then zero its output
+            mask = _open_empty_rows(mask, keeps)  # [..., q_len, k_len]
+
+        if self.fast and not need_weights:
+            # 快速路径：融合算子；没有键可看的查询，输出在这里置零
+            # Fast path: a fused kernel; queries with no key get their output zeroed here
+            out = self._attend_fast(q, k, v, mask, attn_mask is None and is_causal)  # [batch_size, heads_num, q_len, head_size]
+            if keeps is not None:
+                out = out.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, head_size]
+            weights = None
+        else:
+            # 逐步计算：先得到注意力权重，再对值加权求和（权重为零的行，输出也为零）
+            # Written out: the attention weights, then the weighted sum of the values (a row of
+            # zero weights gives a zero output)
+            weights = self._weights(q, k, mask, keeps)  # [batch_size, heads_num, q_len, k_len]
+            out = torch.matmul(weights, self._repeat_kv(v))  # [batch_size, heads_num, q_len, head_size]
+
+        # 拼接各头（与纯享版相同），再做输出投影
+        # Concatenate the heads (as in the pure version), then the output projection
+        out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.hidden_size)  # [batch_size, q_len, hidden_size]
+        out = self.W_o(out)  # [batch_size, q_len, hidden_size]
+        if need_weights:
+            return out, weights
+        return out
+
+    # --8<-- [end:forward]
+
+    # --8<-- [start:math]
+    def _repeat_kv(self, t: Tensor) -> Tensor:
+        """``[batch, kv_heads, len, head_size]`` -> ``[batch, heads_num, len, head_size]``: each
+        key/value head serves ``heads_num // kv_heads`` query heads in a row."""
+        groups = self.heads_num // self.kv_heads
+        return t if groups == 1 else t.repeat_interleave(groups, dim=1)
+
+    def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None, keeps: Tensor | None) -> Tensor:
+        """The attention weights, written out: scores, mask, softmax, dropout. Rows that
+        ``keeps`` marks ``False`` (queries with no key to see) are zero."""
+        # 每个查询头与它那一组的键头做点积，再缩放
+        # Each query head against the key head of its group, scaled
+        qk = torch.matmul(q, self._repeat_kv(k).transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, q_len, k_len]
+        if mask is not None and mask.dtype == torch.bool:
+            # 布尔掩码：False 的位置分数设为 -inf，softmax 之后权重为 0
+            # Boolean mask: scores where it is False become -inf, weight 0 after softmax
+            qk = qk.masked_fill(~mask, float("-inf"))  # [batch_size, heads_num, q_len, k_len]
+        elif mask is not None:
+            # 浮点掩码：直接加到分数上
+            # Float mask: added to the scores
+            qk = qk + mask  # [batch_size, heads_num, q_len, k_len]
+        attn = torch.softmax(qk, dim=-1)  # [batch_size, heads_num, q_len, k_len]
+        if keeps is not None:
+            # 没有键可看的查询：权重整行为零
+            # A query with no key to see: a row of zero weights
+            attn = attn.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, k_len]
+        # dropout 只在训练模式下把一部分权重置零（其余的放大 1/(1-p)）
+        # Dropout zeroes some weights in training mode only (and scales the rest by 1/(1-p))
+        attn = F.dropout(attn, p=self.dropout, training=self.training)  # [batch_size, heads_num, q_len, k_len]
+        return attn
+
+    # --8<-- [end:math]
+
+    # --8<-- [start:fast]
+    def _attend_fast(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal_only: bool
+    ) -> Tensor:
+        """``scaled_dot_product_attention`` on the 4-D q, k, v (the fused kernels' layout)."""
+        q_len, k_len = q.size(2), k.size(2)
+        dropout_p = self.dropout if self.training else 0.0
+        gqa = self.kv_heads != self.heads_num
+        if causal_only and q_len in (k_len, 1):
+            # Causal alone: on a square matrix the kernel's own is_causal is the same triangle
+            # and lets it skip masked blocks instead of reading a mask; a single (newest) query
+            # sees every key, so it needs no mask at all.
+            return F.scaled_dot_product_attention(
+                q, k, v, dropout_p=dropout_p, is_causal=q_len > 1, enable_gqa=gqa
+            )
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa
+        )
+
+    # --8<-- [end:fast]
+
+    def _mask(
+        self, attn_mask: Tensor | None, is_causal: bool, q: Tensor, k: Tensor
+    ) -> Tensor | None:
+        """``attn_mask`` checked, combined with the causal mask, in ``q``'s dtype if float."""
+        q_len, k_len = q.size(2), k.size(2)
+        if attn_mask is not None:
+            target = (q.size(0), self.heads_num, q_len, k_len)
+            _check_mask(attn_mask, target, q.device)
+            if attn_mask.dtype != torch.bool:
+                attn_mask = attn_mask.to(q.dtype)
+        if not is_causal:
+            return attn_mask
+        causal = causal_mask(q_len, k_len, device=q.device)
+        if attn_mask is None:
+            return causal
+        if attn_mask.dtype == torch.bool:
+            return attn_mask & causal
+        return attn_mask.masked_fill(~causal, float("-inf"))
+
+    def _check_context(self, context: Tensor, x: Tensor, cache: KVCache | None) -> Tensor:
+        if cache is not None:
+            raise ValueError(
+                "cache is for self-attention; with context (cross-attention) pass cache=None "
+                "and reuse the context's keys and values yourself"
+            )
+        check_input(context, self.hidden_size, self.W_k.weight, name="context")
+        if context.size(0) != x.size(0):
+            raise ValueError(
+                f"context.shape[0] must equal x.shape[0] ({x.size(0)}), got {context.size(0)}"
+            )
+        return context
+
+
+def _check_mask(mask: object, target: tuple[int, int, int, int], device: torch.device) -> None:
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"attn_mask must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(
+            "attn_mask must be boolean (True = may attend) or floating point (added to the "
+            f"scores), got dtype {mask.dtype}"
+        )
+    if mask.device != device:
+        raise ValueError(
+            f"attn_mask.device must match the input's device ({device}), got {mask.device}"
+        )
+    try:
+        shape = tuple(torch.broadcast_shapes(mask.shape, target))
+    except RuntimeError:
+        shape = None
+    if shape != target:
+        raise ValueError(
+            f"attn_mask of shape {list(mask.shape)} must broadcast to "
+            f"[batch_size, heads_num, q_len, k_len] = {list(target)}"
+        )
+
+
+def _rows_with_a_key(mask: Tensor) -> Tensor:
+    """``True`` for each query row of ``mask`` that allows at least one key."""
+    allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
+    return allowed.any(dim=-1, keepdim=True)
+
+
+def _open_empty_rows(mask: Tensor, keeps: Tensor) -> Tensor:
+    """``mask`` with every row that allows no key opened to all keys (its output is zeroed)."""
+    if mask.dtype == torch.bool:
+        return mask | ~keeps
+    return mask.masked_fill(~keeps, 0.0)
+
+
+# --8<-- [end:class]
