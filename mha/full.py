@@ -379,6 +379,10 @@ class MHA(nn.Module):
         _check_flag("need_weights", need_weights)
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a mha.full.KVCache, got {type(cache).__name__}")
+        if attn_mask is not None:
+            # Checked before anything changes, so a bad mask leaves the cache as it was.
+            k_len = source.size(1) + (0 if cache is None else len(cache))
+            _check_mask(attn_mask, (x.size(0), self.heads_num, x.size(1), k_len), x.device)
 
         # 投影：查询有 heads_num 个头，键和值有 kv_heads 个头
         # Project: heads_num heads of queries, kv_heads heads of keys and values
@@ -490,13 +494,11 @@ class MHA(nn.Module):
     def _mask(
         self, attn_mask: Tensor | None, is_causal: bool, q: Tensor, k: Tensor
     ) -> Tensor | None:
-        """``attn_mask`` checked, combined with the causal mask, in ``q``'s dtype if float."""
+        """``attn_mask`` (already checked) combined with the causal mask, in ``q``'s dtype if
+        float (under autocast that is the lower precision)."""
         q_len, k_len = q.size(2), k.size(2)
-        if attn_mask is not None:
-            target = (q.size(0), self.heads_num, q_len, k_len)
-            _check_mask(attn_mask, target, q.device)
-            if attn_mask.dtype != torch.bool:
-                attn_mask = attn_mask.to(q.dtype)
+        if attn_mask is not None and attn_mask.dtype != torch.bool:
+            attn_mask = attn_mask.to(q.dtype)
         if not is_causal:
             return attn_mask
         causal = causal_mask(q_len, k_len, device=q.device)
