@@ -1,30 +1,57 @@
-"""Convert between ``mha``'s MHA (annotated or pure) and ``torch.nn.MultiheadAttention``, exactly.
+"""Convert between ``mha``'s MHA and ``torch.nn.MultiheadAttention``, exactly.
 
-The weights map one to one (``in_proj`` stacks the three projections along dimension 0):
+The weights of every version (annotated, pure, full) map one to one (``in_proj`` stacks the three
+projections along dimension 0):
 
-| ``torch.nn.MultiheadAttention``       | ``mha.pure.MHA`` / ``mha.annotated.MHA``     |
-|---------------------------------------|----------------------------------------------|
-| ``in_proj_weight[0:h]``               | ``W_q.weight``                               |
-| ``in_proj_weight[h:2h]``              | ``W_k.weight``                               |
-| ``in_proj_weight[2h:3h]``             | ``W_v.weight``                               |
-| ``in_proj_bias``                      | ``cat(W_q.bias, W_k.bias, W_v.bias)``        |
-| ``out_proj.weight``, ``out_proj.bias``| ``W_o.weight``, ``W_o.bias``                 |
+| ``torch.nn.MultiheadAttention``        | ``mha`` MHA (annotated, pure, full)           |
+|----------------------------------------|-----------------------------------------------|
+| ``in_proj_weight[0:h]``                | ``W_q.weight``                                |
+| ``in_proj_weight[h:2h]``               | ``W_k.weight``                                |
+| ``in_proj_weight[2h:3h]``              | ``W_v.weight``                                |
+| ``in_proj_bias``                       | ``cat(W_q.bias, W_k.bias, W_v.bias)``         |
+| ``out_proj.weight``, ``out_proj.bias`` | ``W_o.weight``, ``W_o.bias``                  |
+| ``bias=False``: no bias at all         | ``full.MHA(bias=False)``: no bias at all      |
+| ``dropout``                            | ``full.MHA``'s ``dropout`` (the others: 0.0)  |
 
-where ``h = hidden_size`` (PyTorch calls it ``embed_dim``, and ``heads_num`` ``num_heads``).
+where ``h = hidden_size`` (PyTorch calls it ``embed_dim``, and ``heads_num`` ``num_heads``). Each of
+``W_q``, ``W_k``, ``W_v``, ``W_o`` has ``h`` rows, except ``W_k`` and ``W_v`` of a ``full.MHA`` with
+``kv_heads < heads_num`` (grouped-query attention): they have ``kv_heads * head_size`` rows, and
+``nn.MultiheadAttention`` has no such layout, so ``to_torch`` refuses them. ``dropout`` means the
+same in both: the probability of zeroing an attention weight, in training mode only.
+
+Cross-attention needs nothing more: both modules project the queries with the first third of
+``in_proj`` and the keys and values with the rest, whatever the input. ``m(x, context)`` is
+``t(x, context, context)``.
+
+Masks have opposite polarities: in ``mha.full``, ``True`` means *may attend*; in
+``nn.MultiheadAttention``, ``True`` means *blocked*. Negate a boolean mask when passing it across
+(``attn_mask=~mask``); a padding mask ``[batch_size, 1, 1, k_len]`` becomes its
+``key_padding_mask=~mask[:, 0, 0]``. A float mask is added to the scores in both: pass it as is.
 
 Examples:
     >>> import torch
-    >>> from mha.pure import MHA
+    >>> from mha.full import MHA, causal_mask, padding_mask
     >>> from mha.interop import to_torch, from_torch
-    >>> model = MHA(hidden_size=20, heads_num=4)
+    >>> _ = torch.manual_seed(0)
+    >>> model = MHA(hidden_size=20, heads_num=4).eval()
     >>> t = to_torch(model)
     >>> t.in_proj_weight.shape  # [3 * hidden_size, hidden_size]
     torch.Size([60, 20])
-    >>> x = torch.randn(2, 3, 20)
+    >>> x, context = torch.randn(2, 3, 20), torch.randn(2, 7, 20)
     >>> out, _ = t(x, x, x, need_weights=False)
     >>> torch.allclose(out, model(x), atol=1e-6)
     True
-    >>> back = from_torch(t)
+    >>> out, _ = t(x, context, context, need_weights=False)  # cross-attention
+    >>> torch.allclose(out, model(x, context), atol=1e-6)
+    True
+    >>> mask = padding_mask(torch.tensor([7, 5]), 7)  # [batch_size, 1, 1, k_len], True = real
+    >>> out, _ = t(x, context, context, key_padding_mask=~mask[:, 0, 0], need_weights=False)
+    >>> torch.allclose(out, model(x, context, attn_mask=mask), atol=1e-6)
+    True
+    >>> out, _ = t(x, x, x, attn_mask=~causal_mask(3, 3), need_weights=False)
+    >>> torch.allclose(out, model(x, is_causal=True), atol=1e-6)
+    True
+    >>> back = from_torch(t, full=True)
     >>> all(torch.equal(back.state_dict()[k], v) for k, v in model.state_dict().items())
     True
 """
@@ -34,122 +61,202 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from mha import full as full_version
 from mha import pure
 
 __all__ = ["from_torch", "to_torch"]
+
+_LAYERS = ("W_q", "W_k", "W_v", "W_o")
 
 
 def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention:
     """Build a ``torch.nn.MultiheadAttention`` holding exactly ``m``'s weights.
 
+    ``m``'s ``dropout`` (a [`mha.full.MHA`][mha.full.MHA]'s; 0.0 for the others) becomes the
+    module's ``dropout``, with the same meaning: attention weights zeroed in training mode only.
+    The module is in ``m``'s mode (training or evaluation). Cross-attention maps as it is:
+    ``m(x, context)`` is ``t(x, context, context)``.
+
     Args:
-        m: an ``mha`` MHA (annotated or pure; anything with ``hidden_size``, ``heads_num`` and
-            ``W_q``, ``W_k``, ``W_v``, ``W_o`` linear layers with bias).
+        m: an ``mha`` MHA: annotated, pure, or full with ``kv_heads == heads_num`` (anything
+            with ``hidden_size``, ``heads_num`` and ``W_q``, ``W_k``, ``W_v``, ``W_o`` linear
+            layers ``[hidden_size, hidden_size]``, all with a bias or all without).
         batch_first: ``True`` (the default) gives a module that takes ``[batch_size, seq_len,
             hidden_size]`` like ``m``. ``False`` gives one with the same weights that takes
             ``[seq_len, batch_size, hidden_size]``: pass ``x.transpose(0, 1)`` and transpose
             its output back.
 
     Returns:
-        A module on ``m``'s device and dtype; call it as ``t(x, x, x, need_weights=False)``.
+        A module on ``m``'s device and dtype, with ``bias=False`` if ``m``'s linear layers have
+            no bias; call it as ``t(x, x, x, need_weights=False)``.
 
     Raises:
-        TypeError: ``m`` lacks the attributes above or its linear layers have no bias.
+        TypeError: ``m`` lacks the attributes above, a ``W_`` layer is not an ``nn.Linear``, or
+            ``m.dropout`` is not a number.
+        ValueError: ``m`` has no ``nn.MultiheadAttention`` counterpart: ``kv_heads < heads_num``
+            (grouped-query attention), a linear layer of another shape, or some linear layers
+            with a bias and some without; the message names which.
 
     Examples:
-        >>> from mha.pure import MHA
-        >>> t = to_torch(MHA(20, 4))
-        >>> t.embed_dim, t.num_heads, t.batch_first
-        (20, 4, True)
+        >>> from mha.full import MHA
+        >>> t = to_torch(MHA(20, 4, dropout=0.1, bias=False))
+        >>> t.embed_dim, t.num_heads, t.batch_first, t.dropout, t.in_proj_bias
+        (20, 4, True, 0.1, None)
+        >>> to_torch(MHA(20, 4, kv_heads=2))
+        Traceback (most recent call last):
+        ...
+        ValueError: cannot map m: kv_heads (2) < heads_num (4) is grouped-query ...
 
     中文:
         构建一个 ``torch.nn.MultiheadAttention``，权重与 ``m`` 完全相同。
 
+        ``m`` 的 ``dropout``（[`mha.full.MHA`][mha.full.MHA] 才有，其余版本按 0.0 算）成为
+        模块的 ``dropout``，含义也相同：只在训练模式下把一部分注意力权重置零。得到的模块与 ``m``
+        处于同一模式（训练或评估）。交叉注意力直接对应：``m(x, context)`` 就是
+        ``t(x, context, context)``。
+
         参数:
-            m: ``mha`` 的 MHA，注释版和纯享版都可以。其实任何对象都行，只要有 ``hidden_size``、
-                ``heads_num`` 和带偏置的线性层 ``W_q``、``W_k``、``W_v``、``W_o``。
+            m: ``mha`` 的 MHA：注释版、纯享版，或者 ``kv_heads == heads_num`` 的完整版。其实任何
+                对象都行，只要有 ``hidden_size``、``heads_num`` 和线性层 ``W_q``、``W_k``、
+                ``W_v``、``W_o``，形状都是 ``[hidden_size, hidden_size]``，且要么全有偏置、
+                要么全没有。
             batch_first: 为 ``True``（默认）时，得到的模块和 ``m`` 一样接受
                 ``[batch_size, seq_len, hidden_size]``。为 ``False`` 时权重不变，但模块接受
                 ``[seq_len, batch_size, hidden_size]``：传入 ``x.transpose(0, 1)``，
                 再把输出转置回来。
 
         返回:
-            与 ``m`` 设备相同、dtype 相同的模块，调用方式为 ``t(x, x, x, need_weights=False)``。
+            与 ``m`` 设备相同、dtype 相同的模块；``m`` 的线性层没有偏置时，它的 ``bias`` 为
+                ``False``。调用方式为 ``t(x, x, x, need_weights=False)``。
 
         引发:
-            TypeError: ``m`` 缺少上面列出的属性，或者它的线性层没有偏置。
+            TypeError: ``m`` 缺少上面列出的属性，某个 ``W_`` 层不是 ``nn.Linear``，或者
+                ``m.dropout`` 不是数。
+            ValueError: ``nn.MultiheadAttention`` 里没有与 ``m`` 对应的结构：
+                ``kv_heads < heads_num``（分组查询注意力），某个线性层形状不同，或者线性层有的
+                带偏置、有的不带。错误信息会指出是哪一种。
     """
-    names = ("hidden_size", "heads_num", "W_q", "W_k", "W_v", "W_o")
+    names = ("hidden_size", "heads_num", *_LAYERS)
     missing = [n for n in names if not hasattr(m, n)]
     if missing:
         raise TypeError(
             f"m must be an mha MHA with attributes {list(names)}, "
             f"got {type(m).__name__} without {missing}"
         )
-    linears = (m.W_q, m.W_k, m.W_v, m.W_o)
-    if any(not isinstance(lin, nn.Linear) or lin.bias is None for lin in linears):
-        raise TypeError("m.W_q, m.W_k, m.W_v and m.W_o must be nn.Linear layers with bias")
+    not_linear = [n for n in _LAYERS if not isinstance(getattr(m, n), nn.Linear)]
+    if not_linear:
+        got = ", ".join(f"m.{n} is {type(getattr(m, n)).__name__}" for n in not_linear)
+        raise TypeError(f"m.W_q, m.W_k, m.W_v and m.W_o must be nn.Linear layers, got {got}")
+    dropout = getattr(m, "dropout", 0.0)
+    if isinstance(dropout, bool) or not isinstance(dropout, int | float):
+        raise TypeError(f"m.dropout must be a float, got {type(dropout).__name__} ({dropout!r})")
+
+    h, heads_num = m.hidden_size, m.heads_num
+    kv_heads = getattr(m, "kv_heads", heads_num)
+    if kv_heads != heads_num:
+        raise ValueError(
+            f"cannot map m: kv_heads ({kv_heads}) < heads_num ({heads_num}) is grouped-query "
+            "attention; nn.MultiheadAttention has none (its keys and values have heads_num "
+            "heads)"
+        )
+    shapes = {n: tuple(getattr(m, n).weight.shape) for n in _LAYERS}
+    wrong = [f"{n}.weight is {list(s)}" for n, s in shapes.items() if s != (h, h)]
+    if wrong:
+        raise ValueError(
+            f"cannot map m: every linear layer must be [hidden_size, hidden_size] = {[h, h]}, "
+            f"got {', '.join(wrong)}"
+        )
+    with_bias = [n for n in _LAYERS if getattr(m, n).bias is not None]
+    if with_bias and len(with_bias) < len(_LAYERS):
+        without = [n for n in _LAYERS if n not in with_bias]
+        raise ValueError(
+            f"cannot map m: a bias on {', '.join(with_bias)} but none on {', '.join(without)}; "
+            "nn.MultiheadAttention has a bias on all four projections or on none (bias=False)"
+        )
+
     w = m.W_q.weight
     t = nn.MultiheadAttention(
-        m.hidden_size, m.heads_num, batch_first=batch_first, device=w.device, dtype=w.dtype
+        h,
+        heads_num,
+        dropout=float(dropout),
+        bias=bool(with_bias),
+        batch_first=batch_first,
+        device=w.device,
+        dtype=w.dtype,
     )
     with torch.no_grad():
         t.in_proj_weight.copy_(torch.cat([m.W_q.weight, m.W_k.weight, m.W_v.weight]))
-        t.in_proj_bias.copy_(torch.cat([m.W_q.bias, m.W_k.bias, m.W_v.bias]))
         t.out_proj.weight.copy_(m.W_o.weight)
-        t.out_proj.bias.copy_(m.W_o.bias)
-    return t
+        if with_bias:
+            t.in_proj_bias.copy_(torch.cat([m.W_q.bias, m.W_k.bias, m.W_v.bias]))
+            t.out_proj.bias.copy_(m.W_o.bias)
+    return t.train(m.training)
 
 
-def from_torch(t: nn.MultiheadAttention) -> pure.MHA:
-    """Build an [`mha.pure.MHA`][mha.pure.MHA] holding exactly ``t``'s weights.
+def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> pure.MHA | full_version.MHA:
+    """Build an ``mha`` MHA holding exactly ``t``'s weights: pure, or full with ``full=True``.
 
     Works for ``batch_first=True`` and ``False`` alike (the weights are the same; only the layout
     of ``t``'s inputs differs: ``[seq_len, batch_size, hidden_size]`` when ``False``, whereas the
-    result always takes ``[batch_size, seq_len, hidden_size]``).
+    result always takes ``[batch_size, seq_len, hidden_size]``). The result is in ``t``'s mode
+    (training or evaluation).
 
     Args:
-        t: a ``torch.nn.MultiheadAttention`` with the default options: ``bias=True``, ``kdim``
-            and ``vdim`` equal to ``embed_dim`` (one ``in_proj_weight``), ``add_bias_kv=False``,
-            ``add_zero_attn=False`` and ``dropout=0.0``.
+        t: a ``torch.nn.MultiheadAttention`` with ``kdim`` and ``vdim`` equal to ``embed_dim``
+            (one ``in_proj_weight``), ``add_bias_kv=False`` and ``add_zero_attn=False``. For
+            the pure MHA also ``bias=True`` and ``dropout=0.0``, which it cannot hold.
+        full: ``False`` (the default) gives an [`mha.pure.MHA`][mha.pure.MHA]; ``True`` gives
+            an [`mha.full.MHA`][mha.full.MHA] (``kv_heads == heads_num``, ``fast=True``) with
+            ``t``'s ``bias`` and ``dropout``.
 
     Returns:
-        A pure MHA on ``t``'s device and dtype.
+        A pure or full MHA on ``t``'s device and dtype.
 
     Raises:
-        TypeError: ``t`` is not a ``torch.nn.MultiheadAttention``.
-        ValueError: ``t`` uses an option MHA does not have, named in the message.
+        TypeError: ``t`` is not a ``torch.nn.MultiheadAttention``, or ``full`` not a ``bool``.
+        ValueError: ``t`` uses an option the chosen MHA does not have, named in the message.
 
     Examples:
         >>> import torch.nn as nn
         >>> from_torch(nn.MultiheadAttention(20, 4, batch_first=True)).head_size
         5
-        >>> from_torch(nn.MultiheadAttention(20, 4, add_zero_attn=True))
+        >>> m = from_torch(nn.MultiheadAttention(20, 4, dropout=0.1, bias=False), full=True)
+        >>> type(m).__module__, m.dropout, m.W_q.bias
+        ('mha.full', 0.1, None)
+        >>> from_torch(nn.MultiheadAttention(20, 4, add_zero_attn=True), full=True)
         Traceback (most recent call last):
         ...
         ValueError: cannot map t: add_zero_attn=True, expected add_zero_attn=False
 
     中文:
-        构建一个 [`mha.pure.MHA`][mha.pure.MHA]，权重与 ``t`` 完全相同。
+        构建一个 ``mha`` 的 MHA，权重与 ``t`` 完全相同：默认是纯享版，``full=True`` 时是完整版。
 
         ``t`` 的 ``batch_first`` 是 ``True`` 还是 ``False`` 都可以：两种情况下权重一样，只是
         ``t`` 的输入布局不同（为 ``False`` 时是 ``[seq_len, batch_size, hidden_size]``）；
-        返回的模块总是接受 ``[batch_size, seq_len, hidden_size]``。
+        返回的模块总是接受 ``[batch_size, seq_len, hidden_size]``。返回的模块与 ``t`` 处于同一
+        模式（训练或评估）。
 
         参数:
-            t: 使用默认选项的 ``torch.nn.MultiheadAttention``：``bias=True``，``kdim`` 和
-                ``vdim`` 等于 ``embed_dim``（只有一个 ``in_proj_weight``），
-                ``add_bias_kv=False``，``add_zero_attn=False``，``dropout=0.0``。
+            t: 一个 ``torch.nn.MultiheadAttention``，``kdim`` 和 ``vdim`` 等于 ``embed_dim``
+                （只有一个 ``in_proj_weight``），``add_bias_kv=False``，
+                ``add_zero_attn=False``。要得到纯享版，还必须 ``bias=True``、``dropout=0.0``，
+                因为纯享版没有这两个选项。
+            full: 为 ``False``（默认）时返回 [`mha.pure.MHA`][mha.pure.MHA]；为 ``True`` 时返回
+                [`mha.full.MHA`][mha.full.MHA]（``kv_heads == heads_num``，``fast=True``），
+                ``bias`` 和 ``dropout`` 与 ``t`` 相同。
 
         返回:
-            纯享版 MHA，与 ``t`` 设备相同、dtype 相同。
+            纯享版或完整版 MHA，与 ``t`` 设备相同、dtype 相同。
 
         引发:
-            TypeError: ``t`` 不是 ``torch.nn.MultiheadAttention``。
-            ValueError: ``t`` 用了 MHA 没有的选项，错误信息会指出是哪一个。
+            TypeError: ``t`` 不是 ``torch.nn.MultiheadAttention``，或者 ``full`` 不是 ``bool``。
+            ValueError: ``t`` 用了所选版本没有的选项，错误信息会指出是哪一个。
     """
     if not isinstance(t, nn.MultiheadAttention):
         raise TypeError(f"t must be a torch.nn.MultiheadAttention, got {type(t).__name__}")
+    if not isinstance(full, bool):
+        raise TypeError(f"full must be a bool, got {type(full).__name__} ({full!r})")
+    bias = t.in_proj_bias is not None
     problems = []
     # With kdim or vdim different from embed_dim, PyTorch keeps three separate weights instead.
     if t.in_proj_weight is None:
@@ -157,23 +264,43 @@ def from_torch(t: nn.MultiheadAttention) -> pure.MHA:
             f"kdim={t.kdim}, vdim={t.vdim} (separate q/k/v weights), "
             f"expected kdim = vdim = embed_dim = {t.embed_dim}"
         )
-    if t.in_proj_bias is None:
-        problems.append("bias=False (MHA's linear layers always have a bias), expected bias=True")
     if t.bias_k is not None:
         problems.append("add_bias_kv=True, expected add_bias_kv=False")
     if t.add_zero_attn:
         problems.append("add_zero_attn=True, expected add_zero_attn=False")
-    if t.dropout != 0.0:
-        problems.append(f"dropout={t.dropout} (MHA has no dropout), expected dropout=0.0")
+    if (t.out_proj.bias is not None) != bias:
+        problems.append(
+            f"in_proj_bias is {'set' if bias else 'None'} but out_proj.bias is "
+            f"{'None' if bias else 'set'}, expected both set (bias=True) or both None (bias=False)"
+        )
+    if not full and not bias:
+        problems.append(
+            "bias=False (the pure MHA's linear layers always have a bias; "
+            "from_torch(t, full=True) maps it), expected bias=True"
+        )
+    if not full and t.dropout != 0.0:
+        problems.append(
+            f"dropout={t.dropout} (the pure MHA has no dropout; from_torch(t, full=True) maps "
+            "it), expected dropout=0.0"
+        )
+    if full and not 0.0 <= t.dropout < 1.0:
+        problems.append(f"dropout={t.dropout}, expected 0 <= dropout < 1")
     if problems:
         raise ValueError("cannot map t: " + "; ".join(problems))
+
     h = t.embed_dim
     w = t.in_proj_weight
-    m = pure.MHA(h, t.num_heads).to(device=w.device, dtype=w.dtype)
+    if full:
+        m = full_version.MHA(h, t.num_heads, dropout=t.dropout, bias=bias)
+    else:
+        m = pure.MHA(h, t.num_heads)
+    m = m.to(device=w.device, dtype=w.dtype)
     with torch.no_grad():
         for i, lin in enumerate((m.W_q, m.W_k, m.W_v)):
             lin.weight.copy_(w[i * h : (i + 1) * h])
-            lin.bias.copy_(t.in_proj_bias[i * h : (i + 1) * h])
+            if bias:
+                lin.bias.copy_(t.in_proj_bias[i * h : (i + 1) * h])
         m.W_o.weight.copy_(t.out_proj.weight)
-        m.W_o.bias.copy_(t.out_proj.bias)
-    return m
+        if bias:
+            m.W_o.bias.copy_(t.out_proj.bias)
+    return m.train(t.training)
