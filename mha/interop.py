@@ -61,8 +61,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from mha import full as full_version
-from mha import pure
+import mha.full
+import mha.pure
 
 __all__ = ["from_torch", "to_torch"]
 
@@ -193,7 +193,7 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
     return t.train(m.training)
 
 
-def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> pure.MHA | full_version.MHA:
+def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA | mha.full.MHA:
     """Build an ``mha`` MHA holding exactly ``t``'s weights: pure, or full with ``full=True``.
 
     Works for ``batch_first=True`` and ``False`` alike (the weights are the same; only the layout
@@ -291,9 +291,9 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> pure.MHA | fu
     h = t.embed_dim
     w = t.in_proj_weight
     if full:
-        m = full_version.MHA(h, t.num_heads, dropout=t.dropout, bias=bias)
+        m = mha.full.MHA(h, t.num_heads, dropout=t.dropout, bias=bias)
     else:
-        m = pure.MHA(h, t.num_heads)
+        m = mha.pure.MHA(h, t.num_heads)
     m = m.to(device=w.device, dtype=w.dtype)
     with torch.no_grad():
         for i, lin in enumerate((m.W_q, m.W_k, m.W_v)):
