@@ -203,7 +203,7 @@ def trace_calls(
 def record_shapes(
     cls: type, sizes: tuple[int, int, int, int]
 ) -> tuple[list[tuple[int, dict]], Exception | None]:
-    """Run the annotated ``cls.forward`` at ``sizes``; see [`trace_calls`][]."""
+    """Run the annotated ``cls.forward`` at ``sizes``, traced by ``trace_calls``."""
     batch_size, seq_len, heads_num, head_size = sizes
     torch.manual_seed(0)
     model = cls(heads_num * head_size, heads_num)
