@@ -455,10 +455,11 @@ class MHA(nn.Module):
             # Boolean mask: scores where it is False become -inf, weight 0 after softmax
             qk = qk.masked_fill(~mask, float("-inf"))  # [batch_size, heads_num, q_len, k_len]
         elif mask is not None:
-            # 浮点掩码：直接加到分数上
-            # Float mask: added to the scores
-            qk = qk + mask  # [batch_size, heads_num, q_len, k_len]
-        attn = torch.softmax(qk, dim=-1)  # [batch_size, heads_num, q_len, k_len]
+            # 浮点掩码：加到分数上，至少用 float32 相加（float16 下 finfo.min 加一个负分数会溢出成 -inf）
+            # Float mask: added to the scores in at least float32 (in float16, finfo.min plus a
+            # negative score overflows to -inf)
+            qk = qk.to(torch.promote_types(qk.dtype, torch.float32)) + mask  # [batch_size, heads_num, q_len, k_len]
+        attn = torch.softmax(qk, dim=-1).to(q.dtype)  # [batch_size, heads_num, q_len, k_len]
         if keeps is not None:
             # 没有键可看的查询：权重整行为零
             # A query with no key to see: a row of zero weights
@@ -497,11 +498,15 @@ class MHA(nn.Module):
         """``attn_mask`` (already checked) combined with the causal mask, in ``q``'s dtype if
         float (under autocast that is the lower precision)."""
         q_len, k_len = q.size(2), k.size(2)
-        if attn_mask is not None and attn_mask.dtype != torch.bool:
-            attn_mask = attn_mask.to(q.dtype)
+        if attn_mask is not None:
+            # 浮点掩码换成 q 的 dtype；末两维广播成 [q_len, k_len]（expand 只是视图，不复制数据）
+            # A float mask takes q's dtype; its last two dims broadcast to [q_len, k_len] (expand
+            # makes a view: no copy)
+            dtype = torch.bool if attn_mask.dtype == torch.bool else q.dtype
+            attn_mask = attn_mask.to(dtype).expand(*attn_mask.shape[:-2], q_len, k_len)  # [..., q_len, k_len]
         if not is_causal:
             return attn_mask
-        causal = causal_mask(q_len, k_len, device=q.device)
+        causal = causal_mask(q_len, k_len, device=q.device)  # [q_len, k_len]
         if attn_mask is None:
             return causal
         if attn_mask.dtype == torch.bool:

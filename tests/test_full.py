@@ -693,12 +693,6 @@ def test_gradients_are_finite_for_any_mask(call):
     assert all(torch.isfinite(g).all() for g in grads)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug reported: in float16 the math path adds a float mask to the scores in float16; "
-    "a mask of torch.finfo(float16).min (the Hugging Face convention) plus a score below -16 "
-    "overflows to -inf, the whole row is -inf and softmax gives NaN",
-)
 def test_a_float16_mask_of_the_lowest_finite_value_gives_no_nan_on_the_math_path():
     torch.manual_seed(0)
     model = full.MHA(4, 1, fast=False).half()

@@ -704,21 +704,6 @@ def test_every_mask_has_a_query_that_sees_no_key():
         assert not allowed.any(dim=-1).all(), kind
 
 
-# Requested of full.py's owner (not yet in the file): in `MHA._mask`, broadcast the mask's last
-# two dimensions to [q_len, k_len] (a view) so that `[..., q_len, k_len]` holds for a padding mask
-# [batch_size, 1, 1, k_len] too, and comment that assignment and `causal`. Until then this test is
-# an expected failure; once the requested lines are in, the condition is false and it must pass.
-FULL_FIX_PENDING = "causal = causal_mask(q_len, k_len, device=q.device)  # [q_len, k_len]" not in (
-    FULL_SOURCE
-)
-
-
-@pytest.mark.xfail(
-    FULL_FIX_PENDING,
-    reason="mha/full.py: _mask returns a padding mask as [batch_size, 1, 1, k_len] and two of its "
-    "tensor assignments have no shape comment (fix requested of the coordinator)",
-    strict=True,
-)
 def test_every_shape_comment_in_full_holds_in_every_configuration():
     report = check_full(FULL_SOURCE, FULL_NAMESPACE)
     assert report.mismatches == []
@@ -862,7 +847,10 @@ def test_full_wrong_product_in_a_projection_comment_is_reported():
 
 def test_full_src_len_for_k_len_is_reported_only_in_the_configurations_with_a_cache():
     # A comment that holds in most configurations: without a cache, src_len == k_len.
-    for text, kind in (("qk = qk.masked_fill(~mask", bool), ("qk = qk + mask", float)):
+    for text, kind in (
+        ("qk = qk.masked_fill(~mask", bool),
+        ("qk = qk.to(torch.promote_types", float),
+    ):
         mutated = mutate_line(
             FULL_SOURCE,
             text,
