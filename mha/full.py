@@ -440,13 +440,23 @@ class MHA(nn.Module):
     # --8<-- [start:math]
     def _repeat_kv(self, t: Tensor) -> Tensor:
         """``[batch, kv_heads, len, head_size]`` -> ``[batch, heads_num, len, head_size]``: each
-        key/value head serves ``heads_num // kv_heads`` query heads in a row."""
+        key/value head serves ``heads_num // kv_heads`` query heads in a row.
+
+        中文:
+            ``[batch, kv_heads, len, head_size]`` 变成 ``[batch, heads_num, len, head_size]``：
+            每个键/值头依次服务相邻的 ``heads_num // kv_heads`` 个查询头。
+        """
         groups = self.heads_num // self.kv_heads
         return t if groups == 1 else t.repeat_interleave(groups, dim=1)
 
     def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None, keeps: Tensor | None) -> Tensor:
         """The attention weights, written out: scores, mask, softmax, dropout. Rows that
-        ``keeps`` marks ``False`` (queries with no key to see) are zero."""
+        ``keeps`` marks ``False`` (queries with no key to see) are zero.
+
+        中文:
+            逐步算出注意力权重：分数、掩码、softmax、dropout。``keeps`` 为 ``False`` 的行
+            （一个键都看不到的查询）全为零。
+        """
         # 每个查询头与它那一组的键头做点积，再缩放
         # Each query head against the key head of its group, scaled
         qk = torch.matmul(q, self._repeat_kv(k).transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, q_len, k_len]
@@ -475,14 +485,20 @@ class MHA(nn.Module):
     def _attend_fast(
         self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal_only: bool
     ) -> Tensor:
-        """``scaled_dot_product_attention`` on the 4-D q, k, v (the fused kernels' layout)."""
+        """``scaled_dot_product_attention`` on the 4-D q, k, v (the fused kernels' layout).
+
+        中文:
+            对四维的 q、k、v 调用 ``scaled_dot_product_attention``（融合算子要的布局）。
+        """
         q_len, k_len = q.size(2), k.size(2)
         dropout_p = self.dropout if self.training else 0.0
         gqa = self.kv_heads != self.heads_num
         if causal_only and q_len in (k_len, 1):
+            # 只有因果掩码时：方阵上算子自带的 is_causal 就是同一个下三角，还能跳过被屏蔽的块，
+            # 不必读掩码；只有一个（最新的）查询时，它能看到所有键，根本不需要掩码
             # Causal alone: on a square matrix the kernel's own is_causal is the same triangle
             # and lets it skip masked blocks instead of reading a mask; a single (newest) query
-            # sees every key, so it needs no mask at all.
+            # sees every key, so it needs no mask at all
             return F.scaled_dot_product_attention(
                 q, k, v, dropout_p=dropout_p, is_causal=q_len > 1, enable_gqa=gqa
             )
