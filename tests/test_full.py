@@ -3,8 +3,10 @@
 Each test states one behaviour. Shapes are drawn by hypothesis: batch 1..3, q_len 1..6, k_len
 1..7, heads_num 1..6 with kv_heads any divisor of it, head_size 1..6, float32 and float64; both
 paths (``fast=True`` runs ``F.scaled_dot_product_attention``, ``fast=False`` the written-out math)
-unless a test is about one of them. PyTorch is the reference, never the subject: ``nn`` and ``F``
-build the expected values independently (heads split with ``unflatten``, merged with ``flatten``).
+unless a test is about one of them. PyTorch is the reference, never the subject: ``F`` builds the
+expected values independently (heads split with ``unflatten``, merged with ``flatten``), and
+``nn.MultiheadAttention`` holds the same weights through ``mha.interop.to_torch`` (its mapping is
+checked bit for bit in ``tests/test_interop.py``).
 
 Tolerances (absolute, against an independent computation): ``TOLERANCE`` below, 1e-5 in float32
 and 1e-10 in float64; bit-exact (``torch.equal``) where the computation is the same one; 2e-2
@@ -17,7 +19,6 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 from helpers import DesignMHA
 from hypothesis import given, settings
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 import mha.pure
 from mha import full
 from mha.full import KVCache, causal_mask, padding_mask
+from mha.interop import to_torch
 
 PROPERTY = settings(deadline=None, max_examples=20)
 
@@ -149,23 +151,6 @@ def sdpa_reference(model: full.MHA, x, context=None, **kwargs) -> torch.Tensor:
     return model.W_o(merge_heads(out))
 
 
-def torch_twin(model: full.MHA) -> nn.MultiheadAttention:
-    """``nn.MultiheadAttention(batch_first=True)`` with ``model``'s weights:
-    ``in_proj_weight = cat(W_q, W_k, W_v)``, ``out_proj = W_o`` (kv_heads == heads_num only)."""
-    bias = model.W_q.bias is not None
-    w = model.W_q.weight
-    t = nn.MultiheadAttention(
-        model.hidden_size, model.heads_num, bias=bias, batch_first=True, dtype=w.dtype
-    )
-    with torch.no_grad():
-        t.in_proj_weight.copy_(torch.cat([model.W_q.weight, model.W_k.weight, model.W_v.weight]))
-        t.out_proj.weight.copy_(model.W_o.weight)
-        if bias:
-            t.in_proj_bias.copy_(torch.cat([model.W_q.bias, model.W_k.bias, model.W_v.bias]))
-            t.out_proj.bias.copy_(model.W_o.bias)
-    return t
-
-
 def torch_attn_mask(mask: torch.Tensor, shape: Shape, k_len: int) -> torch.Tensor:
     """Our ``attn_mask`` as ``nn.MultiheadAttention`` takes it: ``[batch * heads, q_len, k_len]``,
     boolean with the opposite polarity (True = blocked), float unchanged."""
@@ -179,14 +164,14 @@ def torch_attn_mask(mask: torch.Tensor, shape: Shape, k_len: int) -> torch.Tenso
 
 @st.composite
 def mask_shapes(draw, shape: Shape, k_len: int) -> tuple[int, ...]:
-    """Any shape that broadcasts to ``[batch, heads_num, q_len, k_len]``: each of the first three
-    dimensions full or 1, leading 1s possibly dropped (``[q_len, k_len]``,
-    ``[batch, 1, 1, k_len]``, ``[heads_num, 1, k_len]``...)."""
+    """Any shape that broadcasts to ``[batch, heads_num, q_len, k_len]``: each dimension full or
+    1, leading 1s possibly dropped (``[q_len, k_len]``, ``[batch, 1, 1, k_len]``,
+    ``[heads_num, 1, k_len]``, ``[q_len, 1]``...)."""
     dims = [
         shape.batch_size if draw(st.booleans()) else 1,
         shape.heads_num if draw(st.booleans()) else 1,
         shape.q_len if draw(st.booleans()) else 1,
-        k_len,
+        1 if draw(st.integers(0, 4)) == 0 else k_len,  # 1: one value for every key of a row
     ]
     while len(dims) > 2 and dims[0] == 1 and draw(st.booleans()):
         dims.pop(0)
@@ -202,7 +187,7 @@ def bool_masks(draw, case: Case, k_len: int, every_row_open: bool) -> torch.Tens
     p_open = draw(st.sampled_from([0.0, 0.3, 0.7, 1.0]))
     mask = torch.rand(mask_shape, generator=case.gen) < p_open
     if every_row_open:
-        key = torch.randint(k_len, (*mask_shape[:-1], 1), generator=case.gen)
+        key = torch.randint(mask_shape[-1], (*mask_shape[:-1], 1), generator=case.gen)
         return mask.scatter(-1, key, True)
     rows = draw(st.lists(st.integers(0, mask_shape[-2] - 1), max_size=2))
     mask[..., rows, :] = False
@@ -211,10 +196,13 @@ def bool_masks(draw, case: Case, k_len: int, every_row_open: bool) -> torch.Tens
     return mask
 
 
-def float_mask(case: Case, allowed: torch.Tensor, dtype=None) -> torch.Tensor:
-    """A float mask: random finite values where ``allowed``, ``-inf`` elsewhere."""
-    values = torch.randn(allowed.shape, generator=case.gen).to(dtype or case.x.dtype)
-    return values.masked_fill(~allowed, float("-inf"))
+def float_mask(case: Case, allowed: torch.Tensor, blocked: str = "-inf") -> torch.Tensor:
+    """A float mask: random finite values where ``allowed``; elsewhere ``-inf``, or with
+    ``blocked="lowest"`` the dtype's lowest finite value (the Hugging Face convention)."""
+    dtype = case.x.dtype
+    fill = float("-inf") if blocked == "-inf" else torch.finfo(dtype).min
+    values = torch.randn(allowed.shape, generator=case.gen).to(dtype)
+    return values.masked_fill(~allowed, fill)
 
 
 def lengths_of(data, shape: Shape, k_len: int, low: int = 1) -> torch.Tensor:
@@ -265,7 +253,7 @@ def test_padding_mask_is_true_exactly_before_each_length_shaped_batch_1_1_k_len(
 def test_self_attention_equals_torch_multihead_attention(fast, shape, dtype, seed, bias):
     case = build(shape, dtype, seed, fast=fast, bias=bias)
     x = case.x
-    expected, _ = torch_twin(case.model)(x, x, x, need_weights=False)
+    expected, _ = to_torch(case.model)(x, x, x, need_weights=False)
     assert_close(case.model(x), expected, dtype)
 
 
@@ -279,7 +267,7 @@ def test_boolean_mask_equals_torch_attn_mask_of_the_opposite_polarity(
     mask = data.draw(bool_masks(case, shape.q_len, every_row_open=True), label="mask")
     x = case.x
     theirs = torch_attn_mask(mask, shape, shape.q_len)  # True = blocked
-    expected, _ = torch_twin(case.model)(x, x, x, attn_mask=theirs, need_weights=False)
+    expected, _ = to_torch(case.model)(x, x, x, attn_mask=theirs, need_weights=False)
     assert_close(case.model(x, attn_mask=mask), expected, dtype)
 
 
@@ -292,7 +280,7 @@ def test_float_mask_equals_torch_float_attn_mask(fast, shape, dtype, seed, data)
     mask = float_mask(case, allowed)
     x = case.x
     theirs = torch_attn_mask(mask, shape, shape.q_len)  # float: added to the scores, as ours
-    expected, _ = torch_twin(case.model)(x, x, x, attn_mask=theirs, need_weights=False)
+    expected, _ = to_torch(case.model)(x, x, x, attn_mask=theirs, need_weights=False)
     assert_close(case.model(x, attn_mask=mask), expected, dtype)
 
 
@@ -303,7 +291,7 @@ def test_is_causal_equals_torch_with_the_inverted_causal_mask(fast, shape, dtype
     case = build(shape, dtype, seed, fast=fast)
     x = case.x
     blocked = ~causal_mask(shape.q_len, shape.q_len)
-    expected, _ = torch_twin(case.model)(x, x, x, attn_mask=blocked, need_weights=False)
+    expected, _ = to_torch(case.model)(x, x, x, attn_mask=blocked, need_weights=False)
     assert_close(case.model(x, is_causal=True), expected, dtype)
 
 
@@ -317,7 +305,7 @@ def test_padding_mask_equals_torch_key_padding_mask_of_the_opposite_polarity(
     padding = padding_mask(lengths_of(data, shape, shape.q_len), shape.q_len)
     x = case.x
     key_padding_mask = ~padding[:, 0, 0]  # [batch, k_len], True = padding
-    expected, _ = torch_twin(case.model)(
+    expected, _ = to_torch(case.model)(
         x, x, x, key_padding_mask=key_padding_mask, need_weights=False
     )
     assert_close(case.model(x, attn_mask=padding), expected, dtype)
@@ -330,7 +318,7 @@ def test_causal_and_padding_together_equal_torch_with_both_masks(fast, shape, dt
     case = build(shape, dtype, seed, fast=fast)
     padding = padding_mask(lengths_of(data, shape, shape.q_len), shape.q_len)
     x = case.x
-    expected, _ = torch_twin(case.model)(
+    expected, _ = to_torch(case.model)(
         x,
         x,
         x,
@@ -351,7 +339,7 @@ def test_cross_attention_with_a_padded_context_equals_torch(fast, shape, dtype, 
     key_padding_mask = torch.arange(shape.k_len) >= lengths[:, None]  # [batch, k_len]
     ours = ~key_padding_mask[:, None, None, :]  # [batch, 1, 1, k_len], True = may attend
     x, ctx = case.x, case.context
-    expected, _ = torch_twin(case.model)(
+    expected, _ = to_torch(case.model)(
         x, ctx, ctx, key_padding_mask=key_padding_mask, need_weights=False
     )
     assert torch.equal(ours, padding_mask(lengths, shape.k_len))
@@ -652,17 +640,20 @@ LOW_PRECISION = st.sampled_from([torch.float32, torch.float16, torch.bfloat16])
 
 
 @st.composite
-def any_mask_calls(draw):
-    """A model in float32/float16/bfloat16 (bias or not) with any mask: boolean or float with
-    -inf, fully masked rows and batch elements included, causal or not, cross or self."""
+def any_mask_calls(draw, kinds=("bool", "-inf", "lowest"), scales=(1, 30)):
+    """A model in float32/float16/bfloat16 (bias or not) with any mask: boolean, or float with
+    -inf or the dtype's lowest value, fully masked rows and batch elements included, causal or
+    not, cross or self. Inputs scaled up to 30: scores far below 0 overflow a float16 sum."""
     shape, seed = draw(shapes()), draw(seeds)
     dtype = draw(LOW_PRECISION)
     case = build(shape, dtype, seed, fast=draw(st.booleans()), bias=draw(st.booleans()))
     cross = draw(st.booleans())
     k_len = shape.k_len if cross else shape.q_len
+    case.x *= draw(st.sampled_from(scales))
     mask = draw(bool_masks(case, k_len, every_row_open=False))
-    if draw(st.booleans()):
-        mask = float_mask(case, mask)
+    kind = draw(st.sampled_from(kinds))
+    if kind != "bool":
+        mask = float_mask(case, mask, blocked=kind)
     kwargs = dict(attn_mask=mask, is_causal=draw(st.booleans()))
     return case, (case.context if cross else None), k_len, kwargs
 
@@ -693,13 +684,13 @@ def test_gradients_are_finite_for_any_mask(call):
     assert all(torch.isfinite(g).all() for g in grads)
 
 
-def test_a_float16_mask_of_the_lowest_finite_value_gives_no_nan_on_the_math_path():
-    torch.manual_seed(0)
-    model = full.MHA(4, 1, fast=False).half()
-    x = torch.randn(1, 2, 4).half() * 30  # scores of either sign, some below -16
-    lowest = torch.finfo(torch.float16).min
-    mask = torch.tensor([[lowest, lowest], [0.0, 0.0]], dtype=torch.float16)
-    assert torch.isfinite(model(x, attn_mask=mask)).all()
+@settings(deadline=None, max_examples=30)
+@given(call=any_mask_calls(kinds=("lowest",), scales=(30,)))
+def test_a_float_mask_of_the_dtypes_lowest_value_gives_no_nan_even_far_below_zero(call):
+    # In float16, finfo.min (-65504) plus a score below -16 rounds to -inf: a row of them only
+    # would be 0/0 in softmax. Inputs scaled by 30 give scores in the hundreds, of either sign.
+    case, context, _, kwargs = call
+    assert torch.isfinite(case.model(case.x, context, **kwargs)).all()
 
 
 # ---- Dropout: off in eval mode, seedable in training mode -------------------------------------
@@ -784,7 +775,7 @@ def test_two_stacked_layers_run_under_autocast_close_to_torch(fast, device, dtyp
     torch.manual_seed(0)
     first = full.MHA(20, 4, fast=fast).to(device)
     second = full.MHA(20, 4, fast=fast).to(device)
-    t_first, t_second = torch_twin(first), torch_twin(second)
+    t_first, t_second = to_torch(first), to_torch(second)
     x = torch.randn(2, 3, 20, device=device)
     causal = causal_mask(3, 3, device=device)
     ours, theirs = {}, {}
