@@ -1,7 +1,7 @@
 """Every concrete shape the prose of an explanation page states names its tensor, and a snippet on
 the same page asserts that this very tensor has that shape.
 
-The rule, for ``math``, ``walkthrough`` and ``shapes`` in both languages:
+The rule, for ``math``, ``walkthrough``, ``shapes`` and the full MHA's chapters, in both languages:
 
 1. A *concrete shape* is a list of two or more integers in brackets or parentheses, such as
    ``[2, 4, 3, 5]``, written in the prose: running text, headings, tables, admonitions (prose is the
@@ -41,6 +41,8 @@ import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = ("math", "walkthrough", "shapes")
+# The chapters of the full MHA follow rules 1-3 too (their prose states few transitions).
+CHAPTERS = ("full", "masks", "cross", "cache", "gqa", "fast")
 LANGUAGES = ("en", "zh")
 
 FENCE = re.compile(r"^([ \t]*)```(\w*)[^\n]*\n(.*?)^\1```[ \t]*$", re.S | re.M)
@@ -211,7 +213,7 @@ def page(language: str, name: str) -> str:
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-@pytest.mark.parametrize("name", PAGES)
+@pytest.mark.parametrize("name", PAGES + CHAPTERS)
 def test_every_shape_in_prose_names_its_tensor_and_is_asserted(language, name):
     assert problems(page(language, name), exempt_table=name == "shapes") == []
 
@@ -234,7 +236,7 @@ def test_only_the_shape_table_is_exempt(language):
     assert problems(text) != [], "without the exemption, the table rows are claims too"
 
 
-@pytest.mark.parametrize("name", PAGES)
+@pytest.mark.parametrize("name", PAGES + CHAPTERS)
 def test_both_languages_state_the_same_shapes_of_the_same_tensors(name):
     en, zh = (claims(split(page(language, name))[0]) for language in LANGUAGES)
     assert [c[:2] for c in zh] == [c[:2] for c in en]
