@@ -8,9 +8,11 @@ expected values independently (heads split with ``unflatten``, merged with ``fla
 ``nn.MultiheadAttention`` holds the same weights through ``mha.interop.to_torch`` (its mapping is
 checked bit for bit in ``tests/test_interop.py``).
 
-Tolerances (absolute, against an independent computation): ``TOLERANCE`` below, 1e-5 in float32
-and 1e-10 in float64; bit-exact (``torch.equal``) where the computation is the same one; 2e-2
-under bfloat16 autocast. Where a property says "changes nothing", it is checked bit for bit.
+Tolerances (absolute, against an independent computation): ``TOLERANCE`` below, 2e-6 in float32
+and 1e-12 in float64 (the largest differences measured over 1500 random cases of each
+equivalence were 3.6e-7 and 4.4e-16); bit-exact (``torch.equal``) where the computation is the
+same one; 2e-2 under bfloat16 autocast (measured: 2e-3). Where a property says "changes nothing",
+it is checked bit for bit.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from mha.interop import to_torch
 PROPERTY = settings(deadline=None, max_examples=20)
 
 # Absolute tolerance against an independent computation, per dtype.
-TOLERANCE = {torch.float32: 1e-5, torch.float64: 1e-10}
+TOLERANCE = {torch.float32: 2e-6, torch.float64: 1e-12}
 
 paths = pytest.mark.parametrize("fast", [True, False], ids=["fast", "math"])
 dtypes = st.sampled_from([torch.float32, torch.float64])
@@ -572,7 +574,7 @@ def test_padding_changing_padded_positions_of_x_changes_no_output_at_a_real_posi
 def test_fast_and_math_paths_agree_within_rounding_for_any_mask(
     shape, dtype, seed, cross, kind, is_causal, data
 ):
-    # Any mask, fully masked rows and batch elements included: TOLERANCE (1e-5 float32).
+    # Any mask, fully masked rows and batch elements included: TOLERANCE (2e-6 in float32).
     case = build(shape, dtype, seed, fast=True)
     math = case.twin(fast=False)
     k_len = shape.k_len if cross else shape.q_len
