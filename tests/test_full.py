@@ -387,10 +387,13 @@ def test_is_causal_equals_sdpa_is_causal_when_q_len_equals_k_len(fast, shape, dt
 def test_is_causal_equals_sdpa_with_causal_mask_for_any_q_len_and_k_len(fast, shape, dtype, seed):
     case = build(shape, dtype, seed, fast=fast)
     x, ctx = case.x, case.context
-    # Rows with no key to see (q_len > k_len) are zero in ours; SDPA's are zero on this build too.
     lower_right = causal_mask(shape.q_len, shape.k_len)
     expected = sdpa_reference(case.model, x, ctx, attn_mask=lower_right)
-    assert_close(case.model(x, ctx, is_causal=True), expected, dtype)
+    # With q_len > k_len the first q_len - k_len queries see no key: their output is W_o's bias
+    # (tested below for any mask); SDPA leaves such rows to its backend, so they are not compared.
+    seeing = slice(max(0, shape.q_len - shape.k_len), None)
+    out = case.model(x, ctx, is_causal=True)
+    assert_close(out[:, seeing], expected[:, seeing], dtype)
 
 
 @paths
