@@ -213,10 +213,15 @@ def search(page, site_url: str, lang: str, query: str) -> list[str]:
     text = meta.inner_text().strip()
     count = 0 if text == none else int(re.search(r"\d+", text)[0])
     items = page.locator(".md-search-result__item")
+    scrollwrap = page.locator(".md-search__scrollwrap")
     for _ in range(20):  # Material renders 10 results, then more as the list scrolls
         if items.count() >= count:
             break
-        page.locator(".md-search__scrollwrap").evaluate("e => e.scrollTop = e.scrollHeight")
+        # Back to the top first: Material renders the next batch on a scroll that reaches the end,
+        # and a list already scrolled to its end may not fire that again.
+        scrollwrap.evaluate("e => e.scrollTop = 0")
+        page.wait_for_timeout(100)
+        scrollwrap.evaluate("e => e.scrollTop = e.scrollHeight")
         page.wait_for_timeout(200)
     assert items.count() == count, f"{query}: {items.count()} results shown of {count}"
     hrefs = page.eval_on_selector_all(
