@@ -43,6 +43,14 @@ from mha.checks import check_input, check_sizes
 __all__ = ["MHA", "KVCache", "causal_mask", "padding_mask"]
 
 
+def _check_length(name: str, value: object) -> None:
+    # bool is a subclass of int in Python; a length of True is a bug, not 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value}")
+
+
 # --8<-- [start:masks]
 def causal_mask(q_len: int, k_len: int, device: torch.device | str | None = None) -> Tensor:
     """The causal mask, aligned to the lower right: ``True`` where a query may attend.
@@ -58,6 +66,10 @@ def causal_mask(q_len: int, k_len: int, device: torch.device | str | None = None
 
     Returns:
         A boolean tensor of shape ``[q_len, k_len]``.
+
+    Raises:
+        TypeError: ``q_len`` or ``k_len`` is not an ``int``.
+        ValueError: ``q_len`` or ``k_len`` is negative.
 
     Examples:
         >>> causal_mask(3, 3)
@@ -79,7 +91,13 @@ def causal_mask(q_len: int, k_len: int, device: torch.device | str | None = None
 
         返回:
             形状为 ``[q_len, k_len]`` 的布尔张量。
+
+        引发:
+            TypeError: ``q_len`` 或 ``k_len`` 不是 ``int``。
+            ValueError: ``q_len`` 或 ``k_len`` 是负数。
     """
+    _check_length("q_len", q_len)
+    _check_length("k_len", k_len)
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
     return ones.tril(diagonal=k_len - q_len)
 
@@ -96,8 +114,10 @@ def padding_mask(lengths: Tensor, k_len: int) -> Tensor:
         A boolean tensor ``[batch_size, 1, 1, k_len]`` (it broadcasts over heads and queries).
 
     Raises:
-        TypeError: ``lengths`` is not an integer tensor.
-        ValueError: ``lengths`` is not 1-D, or a length is outside ``0 .. k_len``.
+        TypeError: ``lengths`` is not an integer tensor (a boolean one included), or ``k_len``
+            is not an ``int``.
+        ValueError: ``lengths`` is not 1-D, a length is outside ``0 .. k_len``, or ``k_len`` is
+            negative.
 
     Examples:
         >>> padding_mask(torch.tensor([3, 1]), 4)[:, 0, 0]
@@ -116,10 +136,15 @@ def padding_mask(lengths: Tensor, k_len: int) -> Tensor:
             形状为 ``[batch_size, 1, 1, k_len]`` 的布尔张量，可以在头和查询两个维度上广播。
 
         引发:
-            TypeError: ``lengths`` 不是整数张量。
-            ValueError: ``lengths`` 不是一维的，或者某个长度不在 ``0 .. k_len`` 之间。
+            TypeError: ``lengths`` 不是整数张量（布尔张量也不行），或者 ``k_len`` 不是 ``int``。
+            ValueError: ``lengths`` 不是一维的，某个长度不在 ``0 .. k_len`` 之间，或者 ``k_len``
+                是负数。
     """
-    if not isinstance(lengths, Tensor) or lengths.dtype.is_floating_point or lengths.is_complex():
+    _check_length("k_len", k_len)
+    integer = isinstance(lengths, Tensor) and not (
+        lengths.dtype == torch.bool or lengths.is_floating_point() or lengths.is_complex()
+    )
+    if not integer:
         got = lengths.dtype if isinstance(lengths, Tensor) else type(lengths).__name__
         raise TypeError(f"lengths must be an integer tensor of shape [batch_size], got {got}")
     if lengths.dim() != 1:
@@ -374,11 +399,11 @@ class MHA(nn.Module):
         # 检查输入；交叉注意力时，键和值来自 context，否则来自 x 本身
         # Check the inputs; keys and values come from context for cross-attention, else from x
         check_input(x, self.hidden_size, self.W_q.weight)
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a mha.full.KVCache, got {type(cache).__name__}")
         source = x if context is None else self._check_context(context, x, cache)  # [batch_size, src_len, hidden_size]
         _check_flag("is_causal", is_causal)
         _check_flag("need_weights", need_weights)
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a mha.full.KVCache, got {type(cache).__name__}")
         if attn_mask is not None:
             # Checked before anything changes, so a bad mask leaves the cache as it was.
             k_len = source.size(1) + (0 if cache is None else len(cache))

@@ -402,11 +402,6 @@ def test_padding_mask_lengths_not_an_integer_tensor_raises_type_error(lengths, a
     assert raised_in_mha(e)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug reported: padding_mask takes a boolean tensor (say, a mask passed by mistake) "
-    "as lengths 1 and 0",
-)
 def test_padding_mask_lengths_of_booleans_raises_type_error():
     expected = "lengths must be an integer tensor of shape [batch_size], got torch.bool"
     with raises(TypeError, expected):
@@ -428,14 +423,6 @@ def test_padding_mask_length_outside_0_to_k_len_raises_value_error(lengths):
     assert raised_in_mha(e)
 
 
-UNCHECKED_SIZES = pytest.mark.xfail(
-    strict=True,
-    reason="bug reported: causal_mask and padding_mask do not check their sizes; torch raises "
-    "its own error (or, for a float k_len, padding_mask runs)",
-)
-
-
-@UNCHECKED_SIZES
 @pytest.mark.parametrize(
     ("call", "error", "names"),
     [
