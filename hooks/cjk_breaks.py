@@ -14,7 +14,7 @@ import re
 CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d"
 BETWEEN_CJK = re.compile(f"(?<=[{CJK}])[ \\t]*\\n[ \\t]*(?=[{CJK}])")
 AFTER_PUNCTUATION = re.compile("(?<=[\uff0c\u3002\u3001\uff1b\uff1a\uff01\uff1f])[ \\t]*\\n[ \\t]*")
-PROTECTED = re.compile(r"(<(pre|code|script|style|math|textarea)\b.*?</\2>)", re.DOTALL)
+PROTECTED = re.compile(r"(<(pre|code|script|style|math|svg|textarea)\b.*?</\2>)", re.DOTALL)
 
 
 def join_cjk_lines(html: str) -> str:

@@ -38,7 +38,11 @@ ANCHOR = re.compile(r"\{[^}]*#(?P<anchor>[\w.:-]+)[^}]*\}\s*$")
 HIDDEN_START = re.compile(
     r"^[ \t]*<!--[ \t]*(?:invisible-)?code(?:-block)?[ \t]*:[ \t]*(\S+)[ \t]*$"
 )
-IMAGE = re.compile(r"!\[[^\]]*\]\((?P<src>[^)\s]+)|<img\b[^>]*\bsrc=[\"'](?P<img>[^\"']+)")
+# Figures: Markdown images, <img>, and pictures drawn by hooks/pictures.py (<!-- picture: NAME -->).
+IMAGE = re.compile(
+    r"!\[[^\]]*\]\((?P<src>[^)\s]+)|<img\b[^>]*\bsrc=[\"'](?P<img>[^\"']+)"
+    r"|<!--\s*picture:\s*(?P<picture>[\w.-]+)\s*-->"
+)
 ADMONITION = re.compile(r"^(?P<indent>[ \t]*)(?P<kind>!!!|\?\?\?\+?)[ \t]+(?P<type>[\w-]+)")
 TAB = re.compile(r"^(?P<indent>[ \t]*)===\+?[ \t]+[\"']")
 SKIP = re.compile(r"<!--[ \t]*skip:[ \t]*(\w+)")
@@ -119,7 +123,7 @@ def skeleton(text: str) -> Skeleton:
                     s.headings.append((level, anchor["anchor"]))
                 else:
                     s.unanchored.append(line.strip())
-            s.figures += [m["src"] or m["img"] for m in IMAGE.finditer(line)]
+            s.figures += [m["src"] or m["img"] or m["picture"] for m in IMAGE.finditer(line)]
             if line.strip().startswith("--8<--"):
                 s.includes.append(line.strip())
             if DIRECTIVE.match(line):

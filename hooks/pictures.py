@@ -1,0 +1,85 @@
+"""MkDocs hook: the site's pictures, drawn at build time from real runs and inlined as SVG.
+
+A page asks for a picture with a line of its own, the same in both languages:
+
+    <!-- picture: view-split -->
+
+Pictures come from generator modules beside this hook, ``hooks/pictures_*.py``. Each defines
+``PICTURES``, a dict from a picture's name to a function that takes the page's language (``"en"``
+or ``"zh"``) and returns the picture as SVG markup (a string that starts with ``<svg``, with its
+labels as ``<text>`` and a ``<title>`` for screen readers). The functions run ``mha`` (most of them
+through ``mha.trace.record``), so a picture cannot drift from the code: nothing is committed.
+
+This hook replaces each marker with ``<figure class="mha-figure" data-picture="NAME">`` holding
+the SVG. A marker naming no picture, or a generator that fails, is logged as a warning, which fails
+``mkdocs build --strict``. ``tests/test_pictures.py`` checks the pictures; the parity test counts
+the markers per page in both languages.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import re
+from pathlib import Path
+
+log = logging.getLogger("mkdocs.hooks.pictures")
+
+MARKER = re.compile(r"<!--\s*picture:\s*([\w.-]+)\s*-->")
+HERE = Path(__file__).resolve().parent
+LANGUAGES = ("en", "zh")
+
+
+@functools.cache
+def generators() -> dict:
+    """Every picture of every ``hooks/pictures_*.py``, by name."""
+    found: dict = {}
+    for path in sorted(HERE.glob("pictures_*.py")):
+        spec = importlib.util.spec_from_file_location(f"mha_hooks_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, draw in module.PICTURES.items():
+            if name in found:
+                raise ValueError(f"picture {name!r} is defined twice ({path.name})")
+            found[name] = draw
+    return found
+
+
+@functools.cache
+def draw(name: str, language: str) -> str:
+    """The SVG of picture ``name`` in ``language`` (drawn once per build and language)."""
+    svg = generators()[name](language)
+    if not svg.lstrip().startswith("<svg"):
+        raise ValueError(f"picture {name!r} is not SVG markup")
+    return svg
+
+
+def page_language(page) -> str:
+    first = page.file.src_uri.split("/", 1)[0]
+    return first if first in LANGUAGES else LANGUAGES[0]
+
+
+def figure(name: str, language: str) -> str:
+    return f'<figure class="mha-figure" data-picture="{name}">{draw(name, language)}</figure>'
+
+
+def on_page_content(html: str, page, **kwargs) -> str:
+    language = page_language(page)
+
+    def replace(match: re.Match) -> str:
+        name = match[1]
+        try:
+            return figure(name, language)
+        except Exception as error:  # any failure must fail the strict build, with its reason
+            log.warning("%s: picture %r: %s", page.file.src_uri, name, error)
+            return match[0]
+
+    return MARKER.sub(replace, html)
+
+
+def on_config(config, **kwargs):
+    # A rebuild (mkdocs serve) after the package changed draws the pictures again.
+    draw.cache_clear()
+    generators.cache_clear()
+    return config
