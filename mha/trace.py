@@ -42,7 +42,7 @@ _COPYING = {"contiguous", "reshape", "clone", "repeat_interleave", "expand"}
 class Step:
     """One tensor the forward pass made.
 
-    Attributes:
+    Args:
         target: the variable the statement assigns (``"q"``), for its last step; ``""`` for a
             step inside a statement (``out.transpose(1, 2)`` in the concatenating line).
         expression: the source of the (sub-)expression, as Python writes it.
@@ -58,6 +58,20 @@ class Step:
 
     中文:
         前向计算产生的一个张量。
+
+        参数:
+            target: 这条语句赋值的变量名（``"q"``），只记在语句的最后一步上；语句内部的中间步骤
+                （比如拼接那一行里的 ``out.transpose(1, 2)``）为 ``""``。
+            expression: 这个（子）表达式的源码，按 Python 的写法。
+            shape: 它的形状。
+            stride: 它的步长，以元素为单位。
+            contiguous: ``Tensor.is_contiguous()`` 的结果。
+            kind: ``"view"``（与某个张量操作数共用存储，没有搬数据）、``"copy"``（``contiguous``
+                这类改布局的操作新开了一块存储）或 ``"new"``（算出来的：矩阵乘法、投影、softmax
+                等）。
+            line: 这条语句在模型源文件里的行号。
+            comment: 语句行尾的形状注释，拆成维度名
+                （``("batch_size", "seq_len", "hidden_size")``），只记在最后一步上；其余为 ``()``。
     """
 
     target: str

@@ -165,10 +165,12 @@ def problems(name: str, signature: inspect.Signature, docstring: str) -> list[st
     for lang, d in said.items():
         if not d.summary.strip():
             found.append(f"{name} ({lang}): no summary")
-        missing = [p for p in wanted if not d.params.get(p, "").strip()]
+        # Google style writes variadic parameters as *args and **kwargs.
+        params = {p.lstrip("*"): text for p, text in d.params.items()}
+        missing = [p for p in wanted if not params.get(p, "").strip()]
         if missing:
             found.append(f"{name} ({lang}): parameters not described: {missing}")
-        extra = [p for p in d.params if p not in wanted]
+        extra = [p for p in params if p not in wanted]
         if extra:
             found.append(f"{name} ({lang}): parameters not in the signature: {extra}")
         if signature.return_annotation not in NO_RETURN and not d.returns:
@@ -458,7 +460,11 @@ def test_built_pages_describe_every_parameter_in_their_language(built_site):
         on = {lang: pages[lang].get(item.name) for lang in LANGUAGES}
         for lang, obj in on.items():
             assert obj is not None, f"{lang}/api: {item.name} is not on the page"
-            assert list(obj.params) == list(item.signature.parameters), (lang, item.name, obj)
+            assert [p.lstrip("*") for p in obj.params] == list(item.signature.parameters), (
+                lang,
+                item.name,
+                obj,
+            )
             assert all(d.strip() for d in obj.params.values()), (lang, item.name, obj.params)
         assert [t for t, _ in on["en"].raises] == [t for t, _ in on["zh"].raises], item.name
         for text in on["zh"].descriptions():
