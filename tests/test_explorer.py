@@ -1,0 +1,239 @@
+"""The walkthrough's shape explorer agrees with a real forward pass for any sizes, both languages.
+
+``docs/assets/explorer.js`` computes every shape of ``mha.annotated.MHA.forward`` from formulas.
+Here a real browser types sizes into the built page (a seeded random list of cases, with batch 1,
+sequence 1, one head, one channel per head and sizes that do not divide) and reads every row of
+the table: its expression, shape and kind must be those ``mha.trace.record`` records for the same
+sizes, in the same order. Where ``hidden_size`` is not divisible by ``heads_num``, the page shows no
+shape and says why: on the English page the words of ``str(error)`` of ``MHA(hidden_size,
+heads_num)``, on the Chinese page a Chinese sentence with the same numbers. A Markdown test keeps
+the explorer's block the same in both languages (ids, inputs, placeholders of its messages).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+import torch
+from sitetools import LANGUAGES, ROOT, page_path
+from test_browser import SCREENSHOTS, Tab, browser  # noqa: F401 (a fixture)
+
+from mha.annotated import MHA
+from mha.trace import record
+
+NAMES = ("batch_size", "seq_len", "hidden_size", "heads_num")
+INPUT_IDS = dict(
+    zip(
+        NAMES,
+        ("explorer-batch-size", "explorer-seq-len", "explorer-hidden-size", "explorer-heads-num"),
+        strict=True,
+    )
+)
+KIND_WORDS = {
+    "en": {"view": "view", "copy": "copy", "new": "new"},
+    "zh": {"view": "视图", "copy": "复制", "new": "新张量"},
+}
+
+
+def cases() -> list[tuple[int, int, int, int]]:
+    """(batch_size, seq_len, hidden_size, heads_num): edge cases first, then seeded random ones,
+    a third of them with a hidden_size that heads_num does not divide."""
+    fixed = [
+        (1, 1, 1, 1),
+        (1, 3, 20, 4),
+        (2, 1, 12, 3),
+        (3, 4, 6, 1),
+        (2, 3, 7, 7),
+        (2, 5, 10, 3),
+        (1, 1, 9, 4),
+    ]
+    rng = random.Random(9)
+    drawn = []
+    while len(drawn) < 10:
+        b, s, h = rng.randint(1, 5), rng.randint(1, 9), rng.randint(1, 8)
+        if len(drawn) % 3 == 2:
+            d = rng.randint(h + 1, 64)
+            if d % h == 0:
+                continue
+        else:
+            d = h * rng.randint(1, 8)
+        drawn.append((b, s, d, h))
+    return fixed + drawn
+
+
+CASES = cases()
+
+
+def expected_rows(b: int, s: int, d: int, h: int) -> list[tuple[str, str, str]]:
+    """(expression, shape as the site writes it, kind) of each step mha.trace.record gives."""
+    steps = record(MHA(d, h), torch.randn(b, s, d))
+    return [
+        (
+            f"{step.target} = {step.expression}" if step.target else step.expression,
+            "[" + ", ".join(map(str, step.shape)) + "]",
+            step.kind,
+        )
+        for step in steps
+    ]
+
+
+def python_error(d: int, h: int) -> str:
+    with pytest.raises(ValueError) as error:
+        MHA(d, h)
+    return str(error.value)
+
+
+# --- The Markdown block --------------------------------------------------------------------------
+
+BLOCK = re.compile(r'^<div class="mha-explorer".*?^</div>$', re.DOTALL | re.MULTILINE)
+
+
+def block(lang: str) -> str:
+    text = (ROOT / "docs" / lang / "walkthrough.md").read_text(encoding="utf-8")
+    found = BLOCK.findall(text)
+    assert len(found) == 1, f"{lang}/walkthrough.md: {len(found)} explorer blocks"
+    assert re.search(r"^## .*\{ #explorer \}$", text, re.MULTILINE), f"{lang}: no #explorer"
+    return found[0]
+
+
+def test_explorer_block_is_the_same_in_both_languages_but_its_words():
+    skeletons = {}
+    for lang in LANGUAGES:
+        html = block(lang)
+        ids = re.findall(r'\bid="([^"]+)"', html)
+        inputs = re.findall(r'<input id="([^"]+)" name="([^"]+)"', html)
+        labels = re.findall(r'<label for="([^"]+)"><code>([^<]+)</code></label>', html)
+        data = dict(re.findall(r'\bdata-([\w-]+)="([^"]*)"', html))
+        placeholders = {k: sorted(set(re.findall(r"\{(\w+)\}", v))) for k, v in data.items()}
+        assert inputs == [(i, n) for n, i in INPUT_IDS.items()], f"{lang}: inputs {inputs}"
+        assert labels == [(i, n) for n, i in INPUT_IDS.items()], f"{lang}: labels {labels}"
+        assert set(data) == {"positive", "empty", "divisible", "summary", "view", "copy", "new"}
+        assert data["view"] == KIND_WORDS[lang]["view"], data
+        skeletons[lang] = (ids, inputs, re.findall(r"<(/?\w+)", html), placeholders)
+    assert skeletons["en"] == skeletons["zh"], skeletons
+
+
+# --- In a browser --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pages(browser, site_url):  # noqa: F811
+    """The walkthrough in each language, open in its own tab (opened on first use)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tabs: dict[str, Tab] = {}
+
+    def get(lang: str):
+        if lang not in tabs:
+            tabs[lang] = Tab(context, site_url)
+            tabs[lang].open(lang, "walkthrough.md")
+        return tabs[lang].page
+
+    yield get
+    for tab in tabs.values():
+        tab.assert_clean()
+    context.close()
+
+
+def set_sizes(page, sizes: tuple[int | str, ...]) -> None:
+    for name, value in zip(NAMES, sizes, strict=True):
+        page.fill(f"#{INPUT_IDS[name]}", str(value))
+
+
+def shown_rows(page) -> list[tuple[str, str, str, str]]:
+    return [
+        tuple(row)
+        for row in page.eval_on_selector_all(
+            "#explorer-table tbody tr",
+            "rows => rows.map(r => [...r.cells].map(c => c.textContent.trim())"
+            ".concat([r.dataset.kind]))",
+        )
+    ]
+
+
+@pytest.mark.browser
+def test_labels_name_the_sizes_and_the_defaults_are_the_walkthroughs(pages):
+    page = pages("en")
+    for name, input_id in INPUT_IDS.items():
+        assert page.locator(f"label[for={input_id}]").inner_text().strip() == name
+        assert page.locator(f"#{input_id}").is_visible()
+    rows = shown_rows(page)
+    assert [r[:2] for r in rows] == [r[:2] for r in expected_rows(2, 3, 20, 4)], rows
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize("sizes", CASES, ids=lambda c: "b{}-s{}-d{}-h{}".format(*c))
+def test_explorer_shows_the_recorded_shapes_or_the_error(pages, lang, sizes):
+    page = pages(lang)
+    set_sizes(page, sizes)
+    b, s, d, h = sizes
+    status = page.locator("#explorer-status").inner_text().strip()
+    if d % h:
+        message = python_error(d, h)
+        assert page.locator("#explorer-table").is_hidden(), "shapes shown for an invalid size"
+        assert shown_rows(page) == [], shown_rows(page)
+        if lang == "en":
+            assert status == message, (status, message)
+        else:
+            assert re.findall(r"\d+", status) == re.findall(r"\d+", message), (status, message)
+            assert "整除" in status, status
+        return
+    words = KIND_WORDS[lang]
+    want = [(e, shape, words[kind], kind) for e, shape, kind in expected_rows(b, s, d, h)]
+    assert page.locator("#explorer-table").is_visible()
+    assert shown_rows(page) == want
+    assert want[-1][1] in status, status
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", ["hidden_size", "heads_num"])
+def test_a_size_that_is_not_a_positive_int_is_refused_in_the_packages_words(pages, name):
+    page = pages("en")
+    sizes = dict(zip(NAMES, (2, 3, 20, 4), strict=True)) | {name: 0}
+    set_sizes(page, tuple(sizes.values()))
+    with pytest.raises(ValueError) as error:
+        MHA(sizes["hidden_size"], sizes["heads_num"])
+    assert page.locator("#explorer-status").inner_text().strip() == str(error.value)
+    assert page.locator(f"#{INPUT_IDS[name]}").get_attribute("aria-invalid") == "true"
+    assert page.locator("#explorer-table").is_hidden()
+
+
+@pytest.mark.browser
+def test_keyboard_steps_a_size_and_the_shapes_follow(pages):
+    page = pages("en")
+    set_sizes(page, (2, 3, 20, 4))
+    page.focus(f"#{INPUT_IDS['heads_num']}")
+    page.keyboard.press("ArrowUp")  # 5 heads of 4
+    assert page.input_value(f"#{INPUT_IDS['heads_num']}") == "5"
+    assert [r[1] for r in shown_rows(page)] == [r[1] for r in expected_rows(2, 3, 20, 5)]
+    page.keyboard.press("ArrowUp")  # 6 heads: 20 % 6 = 2
+    assert page.locator("#explorer-status").inner_text().strip() == python_error(20, 6)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_explorer_fits_a_phone(browser, site_url, lang, scheme):  # noqa: F811
+    context = browser.new_context(viewport={"width": 390, "height": 800}, color_scheme=scheme)
+    try:
+        tab = Tab(context, site_url)
+        page = tab.page
+        page.goto(site_url + page_path(lang, "walkthrough.md") + "#explorer", wait_until="load")
+        set_sizes(page, (3, 4, 24, 6))
+        explorer = page.locator("#shape-explorer")
+        box = explorer.bounding_box()
+        assert box and box["width"] > 0 and box["height"] > 0, box
+        overflow = page.evaluate(
+            """() => [...document.querySelectorAll('#shape-explorer, #shape-explorer *')]
+                .filter(e => e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0)
+                .map(e => e.tagName + '.' + e.className)"""
+        )
+        assert overflow == [], f"{lang} {scheme}: wider than its box at 390 px: {overflow}"
+        assert box["x"] + box["width"] <= 390, box
+        SCREENSHOTS.mkdir(exist_ok=True)
+        explorer.screenshot(path=str(SCREENSHOTS / f"explorer-{lang}-{scheme}-390.png"))
+        tab.assert_clean()
+    finally:
+        context.close()
