@@ -1,0 +1,350 @@
+"""Attention heatmaps for the masks page: the weights of a real run, per head, for a short sentence.
+
+The example is small and fixed. Each token of a sentence has an id, and each id a random vector
+(seeded ``torch.randn``, scaled by 2 so that the weights are not all close to uniform); an untrained
+``mha.full.MHA(16, 4)`` (seeded too) attends over them with ``need_weights=True``. The pictures show
+the mechanics of the masks, not meaning: nothing was trained.
+
+Both languages use the same ids, so both pages show the same numbers: ids 0 to 5 are the
+six tokens of the first sentence ("a cat sat on the mat", 一只 / 猫 / 坐 / 在 / 垫子 / 上), ids 6
+to 8 the three of the second ("it is raining", 下 / 雨 / 了), and id 9 the padding that fills the
+second sentence up to 6 positions. Three pictures, each one small heatmap per head (rows:
+queries, columns: keys):
+
+- ``heatmap-none``: the first sentence, no mask;
+- ``heatmap-causal``: the first sentence, ``is_causal=True``;
+- ``heatmap-padding``: the second sentence, padded, with ``padding_mask(lengths, 6)``.
+
+Masked cells are hatched and carry no number; every other cell prints its weight to two decimals
+and names it in a ``<title>`` (a tooltip on hover). ``tests/test_heatmaps.py`` checks every cell
+against a fresh run.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from mha.full import MHA, padding_mask
+
+SEED = 0
+HIDDEN_SIZE = 16
+HEADS_NUM = 4
+SCALE = 2.0
+VOCAB = 10  # ids 0..8 are tokens, 9 is the padding
+IDS = [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 9, 9]]
+LENGTHS = [6, 3]
+PAD_ID = 9
+
+TOKENS = {
+    "en": ["a", "cat", "sat", "on", "the", "mat", "it", "is", "raining", "<pad>"],
+    "zh": ["一只", "猫", "坐", "在", "垫子", "上", "下", "雨", "了", "填充"],
+}
+
+# Which sequence of the batch each picture shows, and which mask it was run with.
+VARIANTS = {"none": 0, "causal": 0, "padding": 1}
+
+TEXT = {
+    "en": {
+        "head": "head {i}",
+        "axes": "rows: queries, columns: keys",
+        "none": "No mask: “a cat sat on the mat”",
+        "causal": "Causal mask (is_causal=True): “a cat sat on the mat”",
+        "padding": "Padding mask: “it is raining”, padded to 6 positions",
+        "title": "Attention weights of the 4 heads of mha.full.MHA(16, 4), {what}. Rows are "
+        "queries, columns are keys; each row sums to 1; masked cells are hatched and weigh 0.",
+        "cell": "head {i}, query “{q}”, key “{k}”: {w}",
+        "masked": "head {i}, query “{q}”, key “{k}”: masked, weight 0",
+        "legend": "weight",
+        "legend_masked": "masked (weight 0)",
+        "what": {
+            "none": "no mask, for “a cat sat on the mat”",
+            "causal": "causal mask, for “a cat sat on the mat”",
+            "padding": "padding mask, for “it is raining” padded to 6 positions",
+        },
+    },
+    "zh": {
+        "head": "头 {i}",
+        "axes": "行：查询，列：键",
+        "none": "不加掩码：“一只猫坐在垫子上”",
+        "causal": "因果掩码（is_causal=True）：“一只猫坐在垫子上”",
+        "padding": "填充掩码：“下雨了”填充到 6 个位置",
+        "title": "mha.full.MHA(16, 4) 的 4 个头的注意力权重，{what}。行是查询，列是键；"
+        "每行之和为 1；被掩码屏蔽的格子画了斜线，权重为 0。",
+        "cell": "头 {i}，查询“{q}”，键“{k}”：{w}",
+        "masked": "头 {i}，查询“{q}”，键“{k}”：被屏蔽，权重为 0",
+        "legend": "注意力权重",
+        "legend_masked": "被屏蔽（权重为 0）",
+        "what": {
+            "none": "不加掩码，句子是“一只猫坐在垫子上”",
+            "causal": "因果掩码，句子是“一只猫坐在垫子上”",
+            "padding": "填充掩码，句子是“下雨了”，填充到 6 个位置",
+        },
+    },
+}
+
+# ---- the run ----------------------------------------------------------------------------------
+
+
+@functools.cache
+def run() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The weights and the mask of each variant, for the sequence it shows.
+
+    Returns ``{variant: (weights, allowed)}``, ``weights`` of shape ``[heads_num, q_len, k_len]``
+    and ``allowed`` (``True`` = the query may attend to the key) of shape ``[q_len, k_len]``.
+    """
+    with torch.random.fork_rng():  # the build's (or a test's) random state is left as it was
+        torch.manual_seed(SEED)
+        table = SCALE * torch.randn(VOCAB, HIDDEN_SIZE)  # one vector per token id
+        model = MHA(HIDDEN_SIZE, HEADS_NUM).eval()
+    ids = torch.tensor(IDS)  # [batch_size, seq_len]
+    x = table[ids]  # [batch_size, seq_len, hidden_size]
+    seq_len = ids.size(1)
+    pad = padding_mask(torch.tensor(LENGTHS), seq_len)  # [batch_size, 1, 1, seq_len]
+    causal = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
+    runs = {
+        "none": ({}, torch.ones(seq_len, seq_len, dtype=torch.bool)),
+        "causal": ({"is_causal": True}, causal),
+        "padding": ({"attn_mask": pad}, pad[VARIANTS["padding"], 0, 0].expand(seq_len, -1)),
+    }
+    out = {}
+    with torch.no_grad():
+        for name, (kwargs, allowed) in runs.items():
+            _, weights = model(x, need_weights=True, **kwargs)  # [batch, heads, q_len, k_len]
+            out[name] = (weights[VARIANTS[name]], allowed)
+    return out
+
+
+def tokens(variant: str, language: str) -> list[str]:
+    """The labels of the positions of the sequence that ``variant`` shows."""
+    return [TOKENS[language][i] for i in IDS[VARIANTS[variant]]]
+
+
+# ---- colours ----------------------------------------------------------------------------------
+
+
+def _style():
+    """The shared palette module (hooks/picture_style.py), if another picture module made it."""
+    path = Path(__file__).with_name("picture_style.py")
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("mha_hooks_picture_style", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Local head colours (used when the shared module has none): Okabe and Ito's colour-blind safe set.
+HEAD_COLOURS = ["#0072b2", "#e69f00", "#009e73", "#cc79a7"]
+
+# The sequential scale, per scheme: weight 0 is the page's background, weight 1 the strongest
+# blue. Cells are painted with explicit colours, and each number is black or white, whichever
+# contrasts more with its cell (at least 4.5:1 everywhere, tests/test_heatmaps.py checks it).
+SCHEMES = {
+    # Material's background: white (default), hsl(225, 15%, 14%) (slate)
+    "light": {"zero": (255, 255, 255), "one": (31, 84, 170)},
+    "dark": {"zero": (30, 33, 41), "one": (150, 190, 255)},
+}
+BLACK, WHITE = (0, 0, 0), (255, 255, 255)
+
+
+def mix(one: tuple, zero: tuple, w: float) -> tuple[int, int, int]:
+    return tuple(round(a * w + b * (1 - w)) for a, b in zip(one, zero, strict=True))
+
+
+def luminance(rgb: tuple) -> float:
+    def linear(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: tuple, b: tuple) -> float:
+    dark, light = sorted((luminance(a), luminance(b)))
+    return (light + 0.05) / (dark + 0.05)
+
+
+def cell_colours(w: float, scheme: str) -> tuple[tuple, tuple]:
+    """The fill of a cell of weight ``w`` and the colour of its number, in ``scheme``."""
+    fill = mix(SCHEMES[scheme]["one"], SCHEMES[scheme]["zero"], w)
+    text = max((BLACK, WHITE), key=lambda c: contrast(c, fill))
+    return fill, text
+
+
+def hex_colour(rgb: tuple) -> str:
+    return "#{:02x}{:02x}{:02x}".format(*rgb)
+
+
+# ---- drawing ----------------------------------------------------------------------------------
+
+CELL = 32
+FONT = 11
+NUMBER_FONT = 10
+GAP = 28
+PANEL_COLUMNS = 2
+
+
+def text_width(text: str, size: float = FONT) -> float:
+    """An estimate of the width of ``text``: CJK characters are square, Latin ones narrower."""
+    return sum(size if ord(ch) > 0x2E80 else 0.62 * size for ch in text)
+
+
+def esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+STYLE = """
+.mha-heat text { fill: var(--md-default-fg-color, #000); font-size: %(font)spx; }
+.mha-heat .heading { font-size: 13px; font-weight: 700; }
+.mha-heat .axes, .mha-heat .legend-label { fill: var(--md-default-fg-color--light, #555); }
+.mha-heat .cell rect { fill: var(--l); stroke: var(--md-default-fg-color--lightest, #ccc); }
+.mha-heat .cell text { fill: var(--lt); font-size: %(number)spx; }
+.mha-heat-%(variant)s .cell.masked rect { fill: url(#%(hatch)s); }
+.mha-heat .hatch { stroke: var(--md-default-fg-color--light, #888); stroke-width: 1.2; }
+[data-md-color-scheme="slate"] .mha-heat .cell rect { fill: var(--d); }
+[data-md-color-scheme="slate"] .mha-heat .cell text { fill: var(--dt); }
+[data-md-color-scheme="slate"] .mha-heat-%(variant)s .cell.masked rect { fill: url(#%(hatch)s); }
+"""
+
+
+def head_colour(i: int) -> str:
+    style = _style()
+    colours = getattr(style, "HEAD_COLOURS", None) if style else None
+    return colours[i % len(colours)] if colours else HEAD_COLOURS[i]
+
+
+def cell_style(w: float) -> tuple[str, str]:
+    (fill_l, text_l), (fill_d, text_d) = cell_colours(w, "light"), cell_colours(w, "dark")
+    rect = f"--l:{hex_colour(fill_l)};--d:{hex_colour(fill_d)}"
+    text = f"--lt:{hex_colour(text_l)};--dt:{hex_colour(text_d)}"
+    return rect, text
+
+
+def draw(variant: str, language: str) -> str:
+    """The SVG of one variant: one heatmap per head, two heads per row."""
+    words = TEXT[language]
+    weights, allowed = run()[variant]
+    labels = tokens(variant, language)
+    n = len(labels)
+    hatch = f"mha-hatch-{variant}"
+
+    row_label = max(text_width(t) for t in labels) + 8
+    rotate = max(text_width(t) for t in labels) > CELL - 4
+    column_label = (max(text_width(t) for t in labels) * 0.72 + 12) if rotate else 18
+    # a rotated key label reaches past its cell to the right: keep room for the last one
+    overhang = max(0.0, max(text_width(t) for t in labels) * 0.72 + 3 - CELL / 2) if rotate else 0
+    panel_w = row_label + n * CELL + overhang
+    panel_h = 20 + column_label + n * CELL
+    top = 44  # the heading and the axes line
+    rows = -(-HEADS_NUM // PANEL_COLUMNS)
+    legend_h = 46
+    width = PANEL_COLUMNS * panel_w + (PANEL_COLUMNS - 1) * GAP + 8
+    height = top + rows * panel_h + (rows - 1) * GAP / 2 + legend_h
+    width = max(width, text_width(words[variant], 13) + 8)
+
+    style = {"font": FONT, "number": NUMBER_FONT, "hatch": hatch, "variant": variant}
+    title = words["title"].format(what=words["what"][variant])
+    title_id = f"mha-heat-title-{variant}"
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="mha-heat mha-heat-{variant}" role="img" '
+        f'aria-labelledby="{title_id}" viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'width="{width:.0f}" height="{height:.0f}" style="max-width: 100%; height: auto">',
+        f'<title id="{title_id}">{esc(title)}</title>',
+        f"<style>{STYLE % style}</style>",
+        f'<defs><pattern id="{hatch}" width="6" height="6" patternUnits="userSpaceOnUse" '
+        f'patternTransform="rotate(45)"><line class="hatch" x1="0" y1="0" x2="0" y2="6"/>'
+        f"</pattern></defs>",
+        f'<text class="heading" x="4" y="16">{esc(words[variant])}</text>',
+        f'<text class="axes" x="4" y="34">{esc(words["axes"])}</text>',
+    ]
+    for head in range(HEADS_NUM):
+        px = 4 + (head % PANEL_COLUMNS) * (panel_w + GAP)
+        py = top + (head // PANEL_COLUMNS) * (panel_h + GAP / 2)
+        gx, gy = px + row_label, py + 20 + column_label
+        out.append(f'<g class="head" data-head="{head}">')
+        out.append(
+            f'<rect x="{gx:.1f}" y="{py + 4:.1f}" width="10" height="10" rx="2" '
+            f'fill="{head_colour(head)}"/>'
+        )
+        out.append(
+            f'<text class="head-label" x="{gx + 14:.1f}" y="{py + 13:.1f}">'
+            f"{esc(words['head'].format(i=head))}</text>"
+        )
+        for j, label in enumerate(labels):  # keys, along the top
+            cx = gx + j * CELL + CELL / 2
+            if rotate:
+                out.append(
+                    f'<text class="key" data-k="{j}" x="{cx + 3:.1f}" y="{gy - 5:.1f}" '
+                    f'transform="rotate(-45 {cx + 3:.1f} {gy - 5:.1f})">{esc(label)}</text>'
+                )
+            else:
+                out.append(
+                    f'<text class="key" data-k="{j}" x="{cx:.1f}" y="{gy - 6:.1f}" '
+                    f'text-anchor="middle">{esc(label)}</text>'
+                )
+        for i, label in enumerate(labels):  # queries, down the left side
+            out.append(
+                f'<text class="query" data-q="{i}" x="{gx - 6:.1f}" '
+                f'y="{gy + i * CELL + CELL / 2 + 4:.1f}" text-anchor="end">{esc(label)}</text>'
+            )
+        for i in range(n):
+            for j in range(n):
+                x, y = gx + j * CELL, gy + i * CELL
+                keys = f'data-head="{head}" data-q="{i}" data-k="{j}"'
+                if not allowed[i, j]:
+                    tip = words["masked"].format(i=head, q=labels[i], k=labels[j])
+                    out.append(
+                        f'<g class="cell masked" {keys}><title>{esc(tip)}</title>'
+                        f'<rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}"/></g>'
+                    )
+                    continue
+                w = float(weights[head, i, j])
+                shown = f"{w:.2f}"
+                tip = words["cell"].format(i=head, q=labels[i], k=labels[j], w=shown)
+                rect_style, text_style = cell_style(w)
+                out.append(
+                    f'<g class="cell" {keys}><title>{esc(tip)}</title>'
+                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}" '
+                    f'style="{rect_style}"/>'
+                    f'<text x="{x + CELL / 2:.1f}" y="{y + CELL / 2 + 3.5:.1f}" '
+                    f'text-anchor="middle" style="{text_style}">{shown}</text></g>'
+                )
+        out.append("</g>")
+
+    # The legend: the scale from 0 to 1, and a masked cell.
+    ly = height - legend_h + 12
+    out.append('<g class="legend">')
+    out.append(f'<text class="legend-label" x="4" y="{ly + 12:.1f}">{esc(words["legend"])}</text>')
+    lx = 8 + text_width(words["legend"])
+    steps = 10
+    for s in range(steps + 1):
+        w = s / steps
+        rect_style, _ = cell_style(w)
+        out.append(
+            f'<g class="cell"><rect x="{lx + s * 16:.1f}" y="{ly:.1f}" width="16" height="16" '
+            f'style="{rect_style}"/></g>'
+        )
+    for w, s in (("0", 0), ("0.5", steps // 2), ("1", steps)):
+        out.append(
+            f'<text class="legend-label" x="{lx + s * 16 + 8:.1f}" y="{ly + 30:.1f}" '
+            f'text-anchor="middle">{w}</text>'
+        )
+    mx = lx + (steps + 1) * 16 + 24
+    out.append(
+        f'<g class="cell masked"><rect x="{mx:.1f}" y="{ly:.1f}" width="16" height="16"/></g>'
+    )
+    out.append(
+        f'<text class="legend-label" x="{mx + 22:.1f}" y="{ly + 12:.1f}">'
+        f"{esc(words['legend_masked'])}</text>"
+    )
+    out.append("</g></svg>")
+    return "".join(out)
+
+
+PICTURES = {f"heatmap-{variant}": functools.partial(draw, variant) for variant in VARIANTS}
