@@ -1,0 +1,163 @@
+"""The look shared by every picture of the site: the head palette and small SVG helpers.
+
+Not a generator (``hooks/pictures.py`` loads only ``hooks/pictures_*.py``): the generator
+modules import it. Colours come in two forms. Each element carries a class (``mha-h2`` for head 2,
+``mha-t2`` for text in head 2's colour, ``mha-fg`` ...) that ``docs/assets/mha.css`` colours for the
+light and the dark scheme, and a presentation attribute with the light colour, so the SVG also
+reads on its own. Every text colour has at least 4.5:1 contrast on its background (WCAG AA).
+
+Head ``i`` has the same colour on every picture, so a reader can follow head 2 from the projection
+to the concatenation.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+# Strong colours, used for outlines and for text (light: >= 5.9:1 on white; dark: >= 7:1 on
+# Material's slate background #1e2029), and opaque tints of them for filled cells.
+HEADS_LIGHT = ("#1f5fa8", "#a14a00", "#17724a", "#8a3a9a")
+HEADS_DARK = ("#72b3f2", "#f0a05a", "#58cf96", "#d99be6")
+TINTS_LIGHT = ("#c5d7ec", "#ecd4bf", "#c2dcd0", "#e3cbe8")
+TINTS_DARK = ("#34506e", "#5e4630", "#2d5a48", "#5a4663")
+NEUTRAL_LIGHT, NEUTRAL_DARK = "#555555", "#aaaaaa"
+NEUTRAL_TINT_LIGHT, NEUTRAL_TINT_DARK = "#e2e2e2", "#3a3d48"
+ACCENT_LIGHT, ACCENT_DARK = "#c2185b", "#ff80ab"  # the axis that moves (5.9:1 and 6.9:1)
+
+CELL = 14  # side of one element's square, in SVG units, on every picture
+FONT = 13  # label size; code and shapes use the same size in the site's code font
+SMALL = 11
+
+
+def tr(language: str, en: str, zh: str) -> str:
+    """The label in the page's language."""
+    return zh if language == "zh" else en
+
+
+def shape_text(shape) -> str:
+    """A shape in the site's format: ``[2, 3, 4, 5]``."""
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+def head_count() -> int:
+    return len(HEADS_LIGHT)
+
+
+def fill_of(head: int) -> tuple[str, str]:
+    """(class, light colour) of a cell of ``head`` (-1: no head, a neutral grey)."""
+    if head < 0:
+        return "mha-n", NEUTRAL_TINT_LIGHT
+    return f"mha-h{head % head_count()}", TINTS_LIGHT[head % head_count()]
+
+
+def stroke_of(head: int) -> tuple[str, str]:
+    if head < 0:
+        return "mha-sn", NEUTRAL_LIGHT
+    return f"mha-s{head % head_count()}", HEADS_LIGHT[head % head_count()]
+
+
+def text_of(head: int) -> tuple[str, str]:
+    if head < 0:
+        return "mha-fg", "currentColor"
+    return f"mha-t{head % head_count()}", HEADS_LIGHT[head % head_count()]
+
+
+class Svg:
+    """An SVG picture built element by element; ``str()`` gives the markup.
+
+    ``name`` makes its ids unique on the page (several pictures share one HTML document).
+    """
+
+    def __init__(self, name: str, title: str, description: str = ""):
+        self.name, self.title, self.description = name, title, description
+        self.parts: list[str] = []
+        self.width = self.height = 0.0
+
+    def grow(self, x: float, y: float) -> None:
+        self.width, self.height = max(self.width, x), max(self.height, y)
+
+    def rect(self, x, y, w, h, cls="", fill="none", stroke="none", dashed=False, rx=0) -> None:
+        dash = ' stroke-dasharray="3 2"' if dashed else ""
+        self.parts.append(
+            f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" rx="{rx:g}" class="{cls}"'
+            f' fill="{fill}" stroke="{stroke}"{dash}/>'
+        )
+        self.grow(x + w, y + h)
+
+    def cell(self, x, y, head: int, size: float = CELL, back: bool = False) -> None:
+        fcls, fill = fill_of(head)
+        scls, stroke = stroke_of(head)
+        extra = " mha-back" if back else ""
+        self.rect(x, y, size, size, f"{fcls} {scls}{extra}", fill, stroke)
+
+    def line(self, x1, y1, x2, y2, cls="mha-sfg", width=1.0, dashed=False) -> None:
+        dash = ' stroke-dasharray="3 2"' if dashed else ""
+        self.parts.append(
+            f'<line x1="{x1:g}" y1="{y1:g}" x2="{x2:g}" y2="{y2:g}" class="{cls}"'
+            f' stroke="currentColor" stroke-width="{width:g}"{dash}/>'
+        )
+        self.grow(max(x1, x2), max(y1, y2))
+
+    def path(self, d: str, cls="mha-sfg", fill="none", width=1.0) -> None:
+        self.parts.append(
+            f'<path d="{d}" class="{cls}" fill="{fill}" stroke="currentColor"'
+            f' stroke-width="{width:g}"/>'
+        )
+
+    def arrow_down(self, x, y1, y2, cls="mha-sfg") -> None:
+        self.line(x, y1, x, y2 - 1, cls, 1.2)
+        self.path(f"M{x - 4:g},{y2 - 6:g} L{x:g},{y2:g} L{x + 4:g},{y2 - 6:g}", cls, width=1.2)
+
+    def arrow_right(self, x1, x2, y, cls="mha-sfg") -> None:
+        self.line(x1, y, x2 - 1, y, cls, 1.2)
+        self.path(f"M{x2 - 6:g},{y - 4:g} L{x2:g},{y:g} L{x2 - 6:g},{y + 4:g}", cls, width=1.2)
+
+    def text(
+        self,
+        x,
+        y,
+        spans,
+        cls="mha-fg",
+        size: float = FONT,
+        anchor="start",
+        code=False,
+        bold=False,
+        width_per_char: float | None = None,
+    ) -> float:
+        """A label at baseline ``y``; ``spans`` is a string or a list of (text, class) pairs
+        (class ``""``: the label's own, ``"mha-move"``: the axis that moves). Returns its estimated
+        width, used only to size the picture."""
+        if isinstance(spans, str):
+            spans = [(spans, "")]
+        family = ' font-family="var(--md-code-font-family, monospace)"' if code else ""
+        weight = ' font-weight="bold"' if bold else ""
+        code_cls = " mha-code" if code else ""
+        inner = "".join(
+            f'<tspan class="{c}">{escape(t)}</tspan>' if c else escape(t) for t, c in spans
+        )
+        fill = "currentColor"
+        self.parts.append(
+            f'<text x="{x:g}" y="{y:g}" class="{cls}{code_cls}" font-size="{size:g}"'
+            f' text-anchor="{anchor}" fill="{fill}"{family}{weight}>{inner}</text>'
+        )
+        content = "".join(t for t, _ in spans)
+        per = width_per_char or (0.62 * size if code else 0.56 * size)
+        wide = sum(per * (1.8 if ord(ch) > 0x2E80 else 1.0) for ch in content)
+        left = {"start": x, "middle": x - wide / 2, "end": x - wide}[anchor]
+        self.grow(left + wide, y + size * 0.3)
+        return wide
+
+    def __str__(self) -> str:
+        width, height = round(self.width + 8), round(self.height + 8)
+        tid = f"mha-pic-{self.name}-title"
+        did = f"mha-pic-{self.name}-desc"
+        labelled = f'aria-labelledby="{tid}"'
+        desc = ""
+        if self.description:
+            labelled += f' aria-describedby="{did}"'
+            desc = f'<desc id="{did}">{escape(self.description)}</desc>'
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}"'
+            f' width="{width}" height="{height}" role="img" {labelled} class="mha-picture">'
+            f'<title id="{tid}">{escape(self.title)}</title>{desc}' + "".join(self.parts) + "</svg>"
+        )
