@@ -96,16 +96,16 @@
     };
 
     const update = () => {
-      const read_ = inputs.map(read);
-      const bad = read_.find((r) => r.error);
+      const parsed = inputs.map(read);
+      const bad = parsed.find((r) => r.error);
       let error = bad && bad.error;
-      const [b, s, d, h] = read_.map((r) => r.value);
+      const [b, s, d, h] = parsed.map((r) => r.value);
       if (!error && d % h !== 0) {
         error = fill(text("divisible"), { hidden_size: d, heads_num: h, remainder: d % h });
       }
       for (const input of inputs) input.removeAttribute("aria-invalid");
       if (error) {
-        if (bad) inputs[read_.indexOf(bad)].setAttribute("aria-invalid", "true");
+        if (bad) inputs[parsed.indexOf(bad)].setAttribute("aria-invalid", "true");
         else inputs.slice(2).forEach((input) => input.setAttribute("aria-invalid", "true"));
         box.dataset.state = "error";
         status.textContent = error;
