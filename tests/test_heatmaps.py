@@ -1,0 +1,234 @@
+"""The attention heatmaps of the masks page (``hooks/pictures_heatmaps.py``) show a real run.
+
+Every drawn number equals, to the two decimals printed, the weight that a fresh run of the same
+recipe gives (seeded embeddings per word id, a seeded ``mha.full.MHA(16, 4)``,
+``need_weights=True``); every hatched cell is a weight of exactly 0, and exactly the cells the
+mask removes are hatched. The labels are in the page's language, the page's snippet is the same
+run, the colours keep each number readable in both schemes, and the built site shows the three
+pictures on both masks pages.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+
+from mha.full import MHA, padding_mask
+
+ROOT = Path(__file__).resolve().parents[1]
+SVG = "{http://www.w3.org/2000/svg}"
+LANGUAGES = ("en", "zh")
+VARIANTS = ("none", "causal", "padding")
+NAMES = [f"heatmap-{v}" for v in VARIANTS]
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def load():
+    path = ROOT / "hooks" / "pictures_heatmaps.py"
+    spec = importlib.util.spec_from_file_location("test_pictures_heatmaps", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+heatmaps = load()
+
+
+def fresh_run() -> dict[str, torch.Tensor]:
+    """The recipe, written out again: the weights of the sequence each picture shows."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        table = 2 * torch.randn(10, 16)  # one vector per word id
+        model = MHA(16, 4).eval()
+    x = table[torch.tensor([[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 9, 9]])]  # [2, 6, 16]
+    pad = padding_mask(torch.tensor([6, 3]), 6)
+    with torch.no_grad():
+        none = model(x, need_weights=True)[1]
+        causal = model(x, is_causal=True, need_weights=True)[1]
+        padded = model(x, attn_mask=pad, need_weights=True)[1]
+    return {"none": none[0], "causal": causal[0], "padding": padded[1]}  # [heads, q_len, k_len]
+
+
+EXPECTED_MASKED = {
+    "none": torch.zeros(6, 6, dtype=torch.bool),
+    "causal": torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1),
+    "padding": (torch.arange(6) >= 3).expand(6, 6),  # keys 3, 4, 5 are padding
+}
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    return fresh_run()
+
+
+def svg_of(name: str, language: str) -> ET.Element:
+    return ET.fromstring(heatmaps.PICTURES[name](language))
+
+
+def cells(root: ET.Element) -> dict[tuple[int, int, int], ET.Element]:
+    found = {}
+    for g in root.iter(f"{SVG}g"):
+        if "cell" in g.get("class", "").split() and g.get("data-head") is not None:
+            key = (int(g.get("data-head")), int(g.get("data-q")), int(g.get("data-k")))
+            assert key not in found, f"cell {key} drawn twice"
+            found[key] = g
+    return found
+
+
+def texts(element: ET.Element, cls: str) -> list[str]:
+    return [t.text for t in element.iter(f"{SVG}text") if t.get("class") == cls]
+
+
+# ---- the generator ----------------------------------------------------------------------------
+
+
+def test_the_pictures_are_the_three_variants():
+    assert sorted(heatmaps.PICTURES) == sorted(NAMES), sorted(heatmaps.PICTURES)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("name", NAMES)
+def test_generator_draws_svg_with_a_title_and_text(name, language):
+    markup = heatmaps.PICTURES[name](language)
+    assert markup.startswith("<svg"), markup[:40]
+    root = ET.fromstring(markup)  # well-formed XML
+    assert root.tag == f"{SVG}svg", root.tag
+    assert root.get("viewBox"), "a viewBox, so the picture scales"
+    assert "max-width: 100%" in root.get("style", ""), root.get("style")
+    title = root.find(f"{SVG}title")
+    assert title is not None and title.text, "a <title> for screen readers"
+    assert root.get("aria-labelledby") == title.get("id"), root.get("aria-labelledby")
+    labels = texts(root, "head-label")
+    word = {"en": "head", "zh": "头"}[language]
+    assert labels == [f"{word} {i}" for i in range(4)], labels
+    assert len(cells(root)) == 4 * 6 * 6, len(cells(root))
+    for g in cells(root).values():
+        assert g.find(f"{SVG}title").text, "each cell names its weight on hover"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_token_labels_are_in_the_pages_language(variant, language):
+    root = svg_of(f"heatmap-{variant}", language)
+    want = heatmaps.tokens(variant, language)
+    for head in root.iter(f"{SVG}g"):
+        if head.get("class") != "head":
+            continue
+        assert texts(head, "key") == want, texts(head, "key")
+        assert texts(head, "query") == want, texts(head, "query")
+    title = root.find(f"{SVG}title").text
+    heading = texts(root, "heading")[0]
+    if language == "zh":
+        assert all(CJK.search(t) for t in want), want
+        assert CJK.search(title) and CJK.search(heading), (title, heading)
+    else:
+        assert not any(CJK.search(t) for t in want), want
+        assert not CJK.search(title) and not CJK.search(heading), (title, heading)
+    first = {"en": "a", "zh": "一只"}[language] if variant != "padding" else None
+    if first:
+        assert want[0] == first, want
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_drawn_weight_equals_a_fresh_run(variant, language, fresh):
+    weights = fresh[variant]
+    assert weights.shape == (4, 6, 6), weights.shape
+    drawn = cells(svg_of(f"heatmap-{variant}", language))
+    for (head, q, k), g in drawn.items():
+        if "masked" in g.get("class").split():
+            continue
+        shown = g.find(f"{SVG}text").text
+        want = f"{float(weights[head, q, k]):.2f}"
+        assert shown == want, (variant, head, q, k, shown, want)
+        assert g.find(f"{SVG}title").text.endswith(want), g.find(f"{SVG}title").text
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_masked_cells_are_exactly_the_masks_zeros(variant, language, fresh):
+    weights = fresh[variant]
+    drawn = cells(svg_of(f"heatmap-{variant}", language))
+    masked = torch.zeros(4, 6, 6, dtype=torch.bool)
+    for (head, q, k), g in drawn.items():
+        if "masked" in g.get("class").split():
+            masked[head, q, k] = True
+            assert g.find(f"{SVG}text") is None, "a masked cell prints no number"
+    assert torch.equal(masked, EXPECTED_MASKED[variant].expand(4, 6, 6)), variant
+    assert (weights[masked] == 0).all(), weights[masked]
+    assert (weights[~masked] > 0).all(), "every weight the mask keeps is positive here"
+    assert torch.allclose(weights.sum(dim=-1), torch.ones(4, 6)), weights.sum(dim=-1)
+
+
+def test_the_generator_leaves_the_random_state_alone():
+    heatmaps.run.cache_clear()
+    before = torch.random.get_rng_state()
+    heatmaps.PICTURES["heatmap-none"]("en")
+    assert torch.equal(torch.random.get_rng_state(), before), "the seed leaked out"
+
+
+def test_both_languages_show_the_same_numbers():
+    for name in NAMES:
+        en, zh = cells(svg_of(name, "en")), cells(svg_of(name, "zh"))
+        assert en.keys() == zh.keys(), name
+        for key in en:
+            a, b = en[key].find(f"{SVG}text"), zh[key].find(f"{SVG}text")
+            assert (a is None) == (b is None) and (a is None or a.text == b.text), (name, key)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_number_contrasts_with_its_cell(scheme):
+    """WCAG AA for small text, 4.5:1, for every weight from 0 to 1 (axe skips SVG text)."""
+    worst = min(heatmaps.contrast(*heatmaps.cell_colours(i / 1000, scheme)) for i in range(1001))
+    assert worst >= 4.5, (scheme, worst)
+
+
+# ---- the page ---------------------------------------------------------------------------------
+
+
+def snippet(language: str) -> str:
+    """The first python block after the padding picture on the masks page."""
+    page = (ROOT / "docs" / language / "masks.md").read_text(encoding="utf-8")
+    after = page.split("<!-- picture: heatmap-padding -->", 1)[1]
+    return re.search(r"^```python\n(.*?)^```", after, re.S | re.M)[1]
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_pages_snippet_is_the_run_behind_the_pictures(language):
+    namespace = {"torch": torch, "MHA": MHA, "padding_mask": padding_mask}
+    with torch.random.fork_rng():
+        exec(snippet(language), namespace)  # our own page's code
+    pictures = heatmaps.run()
+    assert torch.equal(namespace["w_none"][0], pictures["none"][0])
+    assert torch.equal(namespace["w_causal"][0], pictures["causal"][0])
+    assert torch.equal(namespace["w_pad"][1], pictures["padding"][0])
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_masks_page_places_the_three_pictures(language):
+    page = (ROOT / "docs" / language / "masks.md").read_text(encoding="utf-8")
+    found = re.findall(r"<!--\s*picture:\s*(heatmap-[\w-]+)\s*-->", page)
+    assert found == NAMES, found
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_built_masks_page_shows_the_heatmaps(built_site, language):
+    path = built_site / ("masks" if language == "en" else "zh/masks") / "index.html"
+    html = path.read_text(encoding="utf-8")
+    for name in NAMES:
+        figure = re.search(
+            rf'<figure class="mha-figure" data-picture="{name}">(<svg.*?</svg>)</figure>',
+            html,
+            re.S,
+        )
+        assert figure, f"{path}: no figure {name}"
+        root = ET.fromstring(figure[1])
+        variant = name.removeprefix("heatmap-")
+        want = heatmaps.tokens(variant, language)
+        assert texts(root, "query")[:6] == want, texts(root, "query")[:6]
+    assert "<!-- picture:" not in html, "a marker was left unreplaced"
