@@ -180,7 +180,9 @@ def draw_tensor(svg, x, y, name, expression, dims, moving=(), language="en", str
             if contiguous
             else tr(language, "not contiguous", "不连续")
         )
-        svg.text(x + LEFT, y, f"{word} {tuple(strides)}, {state}", size=SMALL)
+        svg.text(
+            x + LEFT, y, f"{word} {tuple(strides)}{tr(language, ', ', '，')}{state}", size=SMALL
+        )
     return y + 12
 
 
