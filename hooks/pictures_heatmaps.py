@@ -24,12 +24,18 @@ from __future__ import annotations
 
 import functools
 import html
-import importlib.util
+import sys
 from pathlib import Path
 
 import torch
 
 from mha.full import MHA, padding_mask
+
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:  # hooks are loaded from their files: make the shared style importable
+    sys.path.insert(0, HERE)
+
+import picture_style as style  # noqa: E402
 
 SEED = 0
 HIDDEN_SIZE = 16
@@ -127,20 +133,6 @@ def tokens(variant: str, language: str) -> list[str]:
 # ---- colours ----------------------------------------------------------------------------------
 
 
-def _style():
-    """The shared palette module (hooks/picture_style.py), if another picture module made it."""
-    path = Path(__file__).with_name("picture_style.py")
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("mha_hooks_picture_style", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# Local head colours (used when the shared module has none): Okabe and Ito's colour-blind safe set.
-HEAD_COLOURS = ["#0072b2", "#e69f00", "#009e73", "#cc79a7"]
-
 # The sequential scale, per scheme: weight 0 is the page's background, weight 1 the strongest
 # blue. Cells are painted with explicit colours, and each number is black or white, whichever
 # contrasts more with its cell (at least 4.5:1 everywhere, tests/test_heatmaps.py checks it).
@@ -201,7 +193,7 @@ def esc(text: str) -> str:
 
 STYLE = """
 .mha-heat text { fill: var(--md-default-fg-color, #000); font-size: %(font)spx; }
-.mha-heat .heading { font-size: 13px; font-weight: 700; }
+.mha-heat .heading, .mha-heat .head-label { font-size: 13px; font-weight: 700; }
 .mha-heat .axes, .mha-heat .legend-label { fill: var(--md-default-fg-color--light, #555); }
 .mha-heat .cell rect { fill: var(--l); stroke: var(--md-default-fg-color--lightest, #ccc); }
 .mha-heat .cell text { fill: var(--lt); font-size: %(number)spx; }
@@ -211,12 +203,6 @@ STYLE = """
 [data-md-color-scheme="slate"] .mha-heat .cell text { fill: var(--dt); }
 [data-md-color-scheme="slate"] .mha-heat-%(variant)s .cell.masked rect { fill: url(#%(hatch)s); }
 """
-
-
-def head_colour(i: int) -> str:
-    style = _style()
-    colours = getattr(style, "HEAD_COLOURS", None) if style else None
-    return colours[i % len(colours)] if colours else HEAD_COLOURS[i]
 
 
 def cell_style(w: float) -> tuple[str, str]:
@@ -248,7 +234,7 @@ def draw(variant: str, language: str) -> str:
     height = top + rows * panel_h + (rows - 1) * GAP / 2 + legend_h
     width = max(width, text_width(words[variant], 13) + 8)
 
-    style = {"font": FONT, "number": NUMBER_FONT, "hatch": hatch, "variant": variant}
+    css = {"font": FONT, "number": NUMBER_FONT, "hatch": hatch, "variant": variant}
     title = words["title"].format(what=words["what"][variant])
     title_id = f"mha-heat-title-{variant}"
     out = [
@@ -256,7 +242,7 @@ def draw(variant: str, language: str) -> str:
         f'aria-labelledby="{title_id}" viewBox="0 0 {width:.0f} {height:.0f}" '
         f'width="{width:.0f}" height="{height:.0f}" style="max-width: 100%; height: auto">',
         f'<title id="{title_id}">{esc(title)}</title>',
-        f"<style>{STYLE % style}</style>",
+        f"<style>{STYLE % css}</style>",
         f'<defs><pattern id="{hatch}" width="6" height="6" patternUnits="userSpaceOnUse" '
         f'patternTransform="rotate(45)"><line class="hatch" x1="0" y1="0" x2="0" y2="6"/>'
         f"</pattern></defs>",
@@ -268,13 +254,17 @@ def draw(variant: str, language: str) -> str:
         py = top + (head // PANEL_COLUMNS) * (panel_h + GAP / 2)
         gx, gy = px + row_label, py + 20 + column_label
         out.append(f'<g class="head" data-head="{head}">')
+        # head i in its colour of every picture (hooks/picture_style.py): label and frame
+        text_class, text_colour = style.text_of(head)
+        stroke_class, stroke_colour = style.stroke_of(head)
         out.append(
-            f'<rect x="{gx:.1f}" y="{py + 4:.1f}" width="10" height="10" rx="2" '
-            f'fill="{head_colour(head)}"/>'
+            f'<text class="head-label {text_class}" x="{gx:.1f}" y="{py + 13:.1f}" '
+            f'fill="{text_colour}">{esc(words["head"].format(i=head))}</text>'
         )
         out.append(
-            f'<text class="head-label" x="{gx + 14:.1f}" y="{py + 13:.1f}">'
-            f"{esc(words['head'].format(i=head))}</text>"
+            f'<rect class="frame {stroke_class}" x="{gx - 1.5:.1f}" y="{gy - 1.5:.1f}" '
+            f'width="{n * CELL + 3}" height="{n * CELL + 3}" fill="none" '
+            f'stroke="{stroke_colour}" stroke-width="2"/>'
         )
         for j, label in enumerate(labels):  # keys, along the top
             cx = gx + j * CELL + CELL / 2

@@ -81,7 +81,7 @@ def cells(root: ET.Element) -> dict[tuple[int, int, int], ET.Element]:
 
 
 def texts(element: ET.Element, cls: str) -> list[str]:
-    return [t.text for t in element.iter(f"{SVG}text") if t.get("class") == cls]
+    return [t.text for t in element.iter(f"{SVG}text") if cls in t.get("class", "").split()]
 
 
 # ---- the generator ----------------------------------------------------------------------------
@@ -106,6 +106,12 @@ def test_generator_draws_svg_with_a_title_and_text(name, language):
     labels = texts(root, "head-label")
     word = {"en": "head", "zh": "头"}[language]
     assert labels == [f"{word} {i}" for i in range(4)], labels
+    colours = [
+        t.get("class").split()[1]
+        for t in root.iter(f"{SVG}text")
+        if "head-label" in t.get("class", "")
+    ]
+    assert colours == ["mha-t0", "mha-t1", "mha-t2", "mha-t3"], "each head in its site colour"
     assert len(cells(root)) == 4 * 6 * 6, len(cells(root))
     for g in cells(root).values():
         assert g.find(f"{SVG}title").text, "each cell names its weight on hover"
