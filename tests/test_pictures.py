@@ -1,0 +1,261 @@
+"""The pictures of the site: drawn by hooks/pictures_*.py at build time, checked against real runs.
+
+- Every picture is drawn in both languages as SVG that parses, with a ``<title>`` and real
+  ``<text>`` labels, Chinese on zh and none on en.
+- Every shape a picture writes, ``[2, 4, 3, 5]``, is the shape ``mha.trace.record`` records for
+  the step the picture shows there, in order; every stride it writes is that step's stride.
+- Every ``<!-- picture: NAME -->`` on a page names a picture, every picture is used, and the built
+  site holds each figure on the page of each language.
+- In a real browser (marked ``browser``), every figure has a non-zero size in the light and the
+  dark scheme, both languages, on a desktop and a 390 px phone; screenshots go to ``screenshots/``.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+import torch
+from sitetools import LANGUAGES, ROOT, load_hook, page_path
+from test_browser import SCREENSHOTS, browser  # noqa: F401  (browser is a fixture)
+
+from mha.annotated import MHA
+from mha.trace import record
+
+pictures = load_hook("pictures")
+NAMES = sorted(pictures.generators())
+SVG = "{http://www.w3.org/2000/svg}"
+SHAPE = re.compile(r"\[\d+(?:, \d+)*\]")
+STRIDE = re.compile(r"(?:stride|步长) (\(\d+(?:, \d+)*\))")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+VIEW = "q.view(q.size(0), q.size(1), heads_num, head_size)"
+SCORES = "torch.matmul(q, k.transpose(-2, -1))"
+SCALED = SCORES + " / math.sqrt(head_size)"
+SOFTMAX = "torch.softmax(qk, dim=-1)"
+OUT = "torch.matmul(attn, v)"
+CONTIGUOUS = "out.transpose(1, 2).contiguous()"
+CONCAT = CONTIGUOUS + ".view(out.size(0), out.size(2), hidden_size)"
+# The steps each picture draws, top to bottom ("x": the input), written here from the walkthrough,
+# independently of the generators.
+WALKTHROUGH = {
+    "project": ["x", "W_q(x)"],
+    "split-heads": ["W_q(x)", VIEW],
+    "transpose-heads": [VIEW, "q.transpose(1, 2)"],
+    "transpose-keys": ["k.transpose(1, 2)", "k.transpose(-2, -1)"],
+    "scores": ["q.transpose(1, 2)", "k.transpose(-2, -1)", SCORES],
+    "scale-softmax": [SCORES, SCALED, SOFTMAX],
+    "weighted-sum": [SOFTMAX, "v.transpose(1, 2)", OUT],
+    "transpose-back": [OUT, "out.transpose(1, 2)"],
+    "contiguous": ["out.transpose(1, 2)", CONTIGUOUS],
+    "merge-heads": [CONTIGUOUS, CONCAT],
+    "output-projection": [CONCAT, "W_o(out)"],
+}
+# The memory pictures use a small run, MHA(4, 2) on one sequence of 3 positions.
+MEMORY = {
+    "memory-view": ["W_q(x)", VIEW],
+    "memory-transpose": [VIEW, "q.transpose(1, 2)"],
+    "memory-contiguous": ["out.transpose(1, 2)", CONTIGUOUS],
+}
+OURS = ["forward-flow", *WALKTHROUGH, *MEMORY]
+
+
+def recorded(hidden_size: int, heads_num: int, x_shape: tuple[int, ...]):
+    """The input and the steps of a fresh run, by expression (``self.`` dropped)."""
+    torch.manual_seed(0)
+    x = torch.randn(*x_shape)
+    steps = record(MHA(hidden_size, heads_num), x)
+    return x, steps, {s.expression.replace("self.", ""): s for s in steps}
+
+
+def parse(name: str, language: str) -> ET.Element:
+    return ET.fromstring(pictures.draw(name, language))
+
+
+def texts(svg: ET.Element) -> list[str]:
+    """The labels, in document order, each as its whole text (tspans joined)."""
+    return ["".join(t.itertext()) for t in svg.iter(f"{SVG}text")]
+
+
+def each_picture(test):
+    cases = [(n, lang) for n in NAMES for lang in LANGUAGES]
+    return pytest.mark.parametrize("name, language", cases, ids=[f"{n}-{g}" for n, g in cases])(
+        test
+    )
+
+
+@each_picture
+def test_picture_is_svg_with_title_and_labels(name, language):
+    svg = parse(name, language)
+    assert svg.tag == f"{SVG}svg", svg.tag
+    assert svg.get("viewBox"), f"{name}: no viewBox, it would not scale"
+    title = svg.find(f"{SVG}title")
+    assert title is not None and title.text and title.text.strip(), f"{name}: no <title>"
+    labels = texts(svg)
+    assert labels and all(t.strip() for t in labels), f"{name}: empty <text>"
+
+
+@each_picture
+def test_labels_are_in_the_page_language(name, language):
+    svg = parse(name, language)
+    words = " ".join([*texts(svg), svg.find(f"{SVG}title").text])
+    if language == "zh":
+        assert CJK.search(words), f"{name}: no Chinese on the zh picture"
+    else:
+        assert not CJK.search(words), f"{name}: Chinese on the en picture: {words}"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_ids_are_unique_across_pictures(language):
+    """Several pictures share one HTML page: an id used twice would label the wrong picture."""
+    ids = [e.get("id") for n in NAMES for e in parse(n, language).iter() if e.get("id")]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+
+
+def written_shapes_and_strides(svg: ET.Element):
+    """Each written shape in order, and each written stride with the number of shapes before it."""
+    shapes, strides = [], []
+    for label in texts(svg):
+        for stride in STRIDE.findall(label):
+            strides.append((len(shapes) - 1, stride))
+        shapes += SHAPE.findall(label)
+    return shapes, strides
+
+
+def shape_text(shape) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_flow_writes_every_recorded_step(language):
+    x, steps, _ = recorded(20, 4, (2, 3, 20))
+    svg = parse("forward-flow", language)
+    shapes, _ = written_shapes_and_strides(svg)
+    assert shapes == [shape_text(s) for s in [x.shape, *(s.shape for s in steps)]], shapes
+    labels = texts(svg)
+    copies = [t for t in labels if t in ("copy", "复制")]
+    assert len(copies) == sum(s.kind == "copy" for s in steps) == 1, copies
+    views = [t for t in labels if re.split("[,，]", t)[0] in ("view", "视图")]
+    assert len(views) == sum(s.kind == "view" for s in steps), views
+
+
+@pytest.mark.parametrize(
+    "name, shows, run",
+    [(n, s, (20, 4, (2, 3, 20))) for n, s in WALKTHROUGH.items()]
+    + [(n, s, (4, 2, (1, 3, 4))) for n, s in MEMORY.items()],
+    ids=[*WALKTHROUGH, *MEMORY],
+)
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_written_shapes_and_strides_are_the_recorded_ones(name, shows, run, language):
+    x, _, by_expression = recorded(*run)
+    steps = [None if e == "x" else by_expression[e] for e in shows]
+    expected = [shape_text(x.shape if s is None else s.shape) for s in steps]
+    svg = parse(name, language)
+    shapes, strides = written_shapes_and_strides(svg)
+    assert shapes == expected, (name, shapes, expected)
+    for index, stride in strides:
+        assert stride == str(steps[index].stride), (name, shows[index], stride)
+    title_shapes = set(SHAPE.findall(svg.find(f"{SVG}title").text))
+    assert title_shapes <= set(expected), (name, title_shapes - set(expected))
+
+
+def test_memory_strips_are_the_storage():
+    """The copy strip of the contiguous picture lists out_t's elements in index order."""
+    torch.manual_seed(0)
+    _, _, by_expression = recorded(4, 2, (1, 3, 4))
+    out = torch.arange(12).view(by_expression[OUT].shape)
+    order = " ".join(map(str, out.transpose(1, 2).flatten().tolist()))
+    for language in LANGUAGES:
+        svg = parse("memory-contiguous", language)
+        assert any(t.endswith(order) for t in texts(svg)), texts(svg)
+        # The strips' numbers (the offsets under them are smaller): out's memory, then the copy.
+        cells = [t.text for t in svg.iter(f"{SVG}text") if t.get("font-size") == "12"]
+        assert " ".join(cells[:12]) == " ".join(map(str, range(12))), cells[:12]
+        assert " ".join(cells[12:24]) == order, cells[12:24]
+
+
+def markers() -> dict[tuple[str, str], list[str]]:
+    """The pictures each page asks for, by (language, page)."""
+    found = {}
+    for language in LANGUAGES:
+        for path in sorted((ROOT / "docs" / language).rglob("*.md")):
+            names = pictures.MARKER.findall(path.read_text(encoding="utf-8"))
+            if names:
+                found[language, path.relative_to(ROOT / "docs" / language).as_posix()] = names
+    return found
+
+
+def test_every_marker_names_a_picture_and_every_picture_is_used():
+    pages = markers()
+    for (language, page), names in pages.items():
+        unknown = set(names) - set(NAMES)
+        assert not unknown, f"{language}/{page}: no picture named {sorted(unknown)}"
+    for language in LANGUAGES:
+        used = {n for (lang, _), names in pages.items() if lang == language for n in names}
+        assert set(NAMES) <= used, f"{language}: pictures no page shows: {set(NAMES) - used}"
+
+
+def test_walkthrough_shows_our_pictures_in_both_languages():
+    pages = markers()
+    for language in LANGUAGES:
+        shown = pages[language, "walkthrough.md"]
+        assert sorted(shown) == sorted(OURS), (language, shown)
+        assert shown[0] == "forward-flow", shown
+
+
+def figures_in(html: str) -> dict[str, str]:
+    found = re.findall(
+        r'<figure class="mha-figure" data-picture="([\w.-]+)">(.*?)</figure>', html, re.S
+    )
+    return dict(found)
+
+
+def test_built_pages_hold_each_figure(built_site):
+    for (language, page), names in markers().items():
+        html_path = built_site / page_path(language, page) / "index.html"
+        html = html_path.read_text(encoding="utf-8")
+        figures = figures_in(html)
+        assert set(figures) == set(names), (language, page, set(names) ^ set(figures))
+        assert html.count('<figure class="mha-figure"') == len(names), (language, page)
+        for name, svg in figures.items():
+            words = " ".join(re.findall(r">([^<>]+)<", svg))
+            if language == "zh":
+                assert CJK.search(words), f"zh/{page}: {name} has no Chinese"
+            else:
+                assert not CJK.search(words), f"en/{page}: {name} has Chinese"
+
+
+# ---- in a real browser ---------------------------------------------------------------------
+
+SCHEMES = {"light": "default", "dark": "slate"}
+SCREENS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 800}}
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_figures_render_in_both_schemes(browser, site_url, scheme, screen):  # noqa: F811
+    context = browser.new_context(viewport=SCREENS[screen], color_scheme=scheme)
+    try:
+        page = context.new_page()
+        for (language, doc), names in markers().items():
+            page.goto(site_url + page_path(language, doc), wait_until="load")
+            shown = page.locator("body").get_attribute("data-md-color-scheme")
+            assert shown == SCHEMES[scheme], (language, doc, shown)
+            figures = page.locator(".mha-figure")
+            assert figures.count() == len(names), (language, doc, figures.count())
+            for i, name in enumerate(names):
+                figure = figures.nth(i)
+                assert figure.get_attribute("data-picture") == name, (language, doc, i)
+                box = figure.locator("svg").bounding_box()
+                assert box and box["width"] > 0 and box["height"] > 0, (language, name, box)
+                if screen == "phone":
+                    assert box["width"] <= SCREENS["phone"]["width"], (language, name, box)
+                if doc == "walkthrough.md":
+                    SCREENSHOTS.mkdir(exist_ok=True)
+                    figure.scroll_into_view_if_needed()
+                    shot = SCREENSHOTS / f"picture-{language}-{scheme}-{screen}-{name}.png"
+                    figure.screenshot(path=str(shot))
+    finally:
+        context.close()
