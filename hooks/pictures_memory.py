@@ -173,8 +173,9 @@ def grid(svg, x, y, t, head, name, letters, language) -> float:
     )
     svg.text(right, y + 28, f"{word} {tuple(strides)}{tr(language, ', ', '，')}{state}", size=SMALL)
     offset = tr_cache["offset"]
-    svg.text(right, y + 44, f"{name}[{index}] → {offset} {terms}", code=True, size=SMALL)
-    return y + max(rows * BOX_H, 48) + 12
+    below = y + max(rows * BOX_H, 32) + 14
+    svg.text(x, below, f"{name}[{index}] → {offset} {terms}", code=True, size=SMALL)
+    return below + 14
 
 
 def order_line(svg, x, y, t, language) -> float:
