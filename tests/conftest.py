@@ -82,3 +82,22 @@ def site_url(built_site):
     yield f"http://127.0.0.1:{server.server_address[1]}{SiteHandler.prefix}"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for every browser test of the session (each test file opens its own
+    contexts); skips with what to install, or fails under ``MHA_REQUIRE_BROWSER=1``."""
+    from test_browser import CHROMIUM_ARGS, chromium_path, missing_browser
+
+    reason = missing_browser()
+    if reason:
+        if os.environ.get("MHA_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"MHA_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -21,7 +21,7 @@ import os
 
 import pytest
 from sitetools import LANGUAGES, ROOT, nav_pages, page_path
-from test_browser import Tab, browser, screenshot  # noqa: F401  (browser is a fixture)
+from test_browser import Tab, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -40,7 +40,7 @@ NO_TRANSITIONS = "*, ::before, ::after { transition: none !important; animation:
 
 
 @pytest.fixture(scope="module")
-def axe_script(browser) -> str:  # noqa: F811
+def axe_script(browser) -> str:
     if not AXE.is_file():
         reason = f"axe-core is not installed at {AXE.relative_to(ROOT)}; run `make setup`"
         if os.environ.get("MHA_REQUIRE_BROWSER") == "1":
@@ -50,7 +50,7 @@ def axe_script(browser) -> str:  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def tabs(browser, site_url):  # noqa: F811
+def tabs(browser, site_url):
     """One tab per (screen, scheme), each reused for every page it opens."""
     made: dict[tuple[str, str], Tab] = {}
     contexts = []

@@ -67,19 +67,7 @@ def missing_browser() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def browser():
-    reason = missing_browser()
-    if reason:
-        if os.environ.get("MHA_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"MHA_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+# The ``browser`` fixture (one Chromium for the whole session) is in tests/conftest.py.
 
 
 class Tab:

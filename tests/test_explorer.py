@@ -18,7 +18,7 @@ import re
 import pytest
 import torch
 from sitetools import LANGUAGES, ROOT, page_path
-from test_browser import SCREENSHOTS, Tab, browser  # noqa: F401 (a fixture)
+from test_browser import SCREENSHOTS, Tab
 
 from mha.annotated import MHA
 from mha.trace import record
@@ -119,7 +119,7 @@ def test_explorer_block_is_the_same_in_both_languages_but_its_words():
 
 
 @pytest.fixture(scope="module")
-def pages(browser, site_url):  # noqa: F811
+def pages(browser, site_url):
     """The walkthrough in each language, open in its own tab (opened on first use)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tabs: dict[str, Tab] = {}
@@ -215,7 +215,7 @@ def test_keyboard_steps_a_size_and_the_shapes_follow(pages):
 @pytest.mark.browser
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_explorer_fits_a_phone(browser, site_url, lang, scheme):  # noqa: F811
+def test_explorer_fits_a_phone(browser, site_url, lang, scheme):
     context = browser.new_context(viewport={"width": 390, "height": 800}, color_scheme=scheme)
     try:
         tab = Tab(context, site_url)

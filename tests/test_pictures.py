@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 from sitetools import LANGUAGES, ROOT, load_hook, page_path
-from test_browser import SCREENSHOTS, browser  # noqa: F401  (browser is a fixture)
+from test_browser import SCREENSHOTS
 
 from mha.annotated import MHA
 from mha.trace import record
@@ -235,7 +235,7 @@ SCREENS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "h
 @pytest.mark.browser
 @pytest.mark.parametrize("screen", SCREENS)
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_figures_render_in_both_schemes(browser, site_url, scheme, screen):  # noqa: F811
+def test_figures_render_in_both_schemes(browser, site_url, scheme, screen):
     context = browser.new_context(viewport=SCREENS[screen], color_scheme=scheme)
     try:
         page = context.new_page()

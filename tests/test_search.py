@@ -27,7 +27,6 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 from sitetools import LANGUAGES, ROOT, mkdocs_config, nav_pages, page_path
-from test_browser import browser  # noqa: F401  (the fixture: skips or fails without Chromium)
 
 PAGES = nav_pages()
 DEFAULT = LANGUAGES[0]
@@ -177,7 +176,7 @@ def test_chinese_index_cuts_the_sites_terms_whole(built_site):
 
 
 @pytest.fixture(scope="module")
-def search_page(browser, site_url):  # noqa: F811
+def search_page(browser, site_url):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     outside: list[str] = []
 

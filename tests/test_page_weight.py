@@ -1,0 +1,108 @@
+"""Page weight: every page of both languages, with everything it loads, stays under 1.5 MB.
+
+A page's weight is what a first visit transfers: the response bodies of the page and of every
+request it makes until the network is idle (stylesheets, scripts, fonts, images, the search index
+the search worker fetches). The test server sends files as they are; GitHub Pages, where the site
+is published, sends text (HTML, CSS, JavaScript, JSON, SVG, XML) gzip-compressed, so each text
+body is counted at its gzip size (level 6, as ``gzip`` does by default) and fonts and images as
+they are. The budget applies to that transferred total; the table also shows the uncompressed
+total. Routing every request (to abort any that would leave 127.0.0.1) turns off the browser's
+HTTP cache, so every page is weighed as a first visit.
+
+The table, heaviest page first, is printed (``pytest -s``) and written to
+``screenshots/page-weights.txt`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import gzip
+from urllib.parse import urlsplit
+
+import pytest
+from sitetools import LANGUAGES, ROOT, nav_pages, page_path
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+BUDGET = 1_500_000  # bytes: issue 10, "the heaviest page with everything it loads under 1.5 MB"
+REPORT = ROOT / "screenshots" / "page-weights.txt"
+
+
+TEXT = ("html", "css", "js", "json", "svg", "xml", "txt")
+
+
+def weigh(page, responses: list, url: str) -> dict[str, tuple[int, int]]:
+    """(uncompressed, transferred) bytes per URL that loading ``url`` in ``page`` fetches, page
+    included; ``responses`` is the list the page's ``response`` listener appends to."""
+    responses.clear()
+    answer = page.goto(url, wait_until="networkidle")
+    assert answer is not None and answer.ok, f"{url}: {answer and answer.status}"
+    sizes: dict[str, tuple[int, int]] = {}
+    for response in responses:
+        if response.status >= 300:  # redirects and errors carry no resource (errors: test_browser)
+            continue
+        body = response.body()
+        sent = len(gzip.compress(body, 6)) if kind(response.url) in TEXT else len(body)
+        old = sizes.get(response.url, (0, 0))
+        sizes[response.url] = (old[0] + len(body), old[1] + sent)
+    return sizes
+
+
+def kind(url: str) -> str:
+    suffix = urlsplit(url).path.rsplit(".", 1)[-1] if "." in urlsplit(url).path else "html"
+    return {"woff": "font", "woff2": "font", "js": "js", "css": "css", "json": "json"}.get(
+        suffix, "html" if suffix in ("html", "/") or url.endswith("/") else suffix
+    )
+
+
+def test_every_page_with_what_it_loads_is_under_the_budget(browser, site_url):
+    outside: list[str] = []
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+    def route(route):
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", route)  # also disables the HTTP cache: every page is a first visit
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    responses: list = []
+    page.on("response", lambda response: responses.append(response))
+    rows = []
+    try:
+        for lang in LANGUAGES:
+            for name in nav_pages():
+                path = page_path(lang, name)
+                sizes = weigh(page, responses, site_url + path)
+                by_kind: dict[str, int] = {}
+                for url, (_, sent) in sizes.items():
+                    by_kind[kind(url)] = by_kind.get(kind(url), 0) + sent
+                heaviest = max(sizes, key=lambda url: sizes[url][1])
+                raw = sum(size for size, _ in sizes.values())
+                sent = sum(sent for _, sent in sizes.values())
+                rows.append((sent, raw, f"{lang}/{name}", len(sizes), by_kind, heaviest))
+    finally:
+        context.close()
+    assert not outside, f"requests to other hosts: {outside}"
+    rows.sort(reverse=True)
+    kinds = sorted({k for row in rows for k in row[4]})
+    lines = [
+        "bytes a first visit transfers (text gzip-compressed as GitHub Pages sends it), by kind",
+        f"{'page':<24} {'sent':>9} {'unzipped':>9} {'requests':>8} "
+        + " ".join(f"{k:>9}" for k in kinds)
+        + "  largest file",
+    ]
+    for sent, raw, name, count, by_kind, heaviest in rows:
+        cells = " ".join(f"{by_kind.get(k, 0):>9}" for k in kinds)
+        largest = urlsplit(heaviest).path.removeprefix(urlsplit(site_url).path)
+        lines.append(f"{name:<24} {sent:>9} {raw:>9} {count:>8} {cells}  {largest}")
+    lines.append(f"budget: {BUDGET} bytes sent per page, everything it loads included")
+    table = "\n".join(lines)
+    REPORT.parent.mkdir(exist_ok=True)
+    REPORT.write_text(table + "\n", encoding="utf-8")
+    print("\n" + table)
+    assert len(rows) == len(LANGUAGES) * len(nav_pages()), len(rows)
+    sent, _, name, *_ = rows[0]
+    assert sent < BUDGET, f"{name} transfers {sent} bytes, over the {BUDGET} budget:\n{table}"
