@@ -434,6 +434,7 @@ def bench_memory(args, progress, notes) -> list:
     rows = []
     for seq in args.mem_seq:
         growth = {}
+        running = {}
         for name in IMPLS:
             if name in MATH_IMPLS and seq > args.max_memory_math_seq:
                 continue
@@ -456,11 +457,19 @@ def bench_memory(args, progress, notes) -> list:
                 "--dtype",
                 "float32",
             ]
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                notes.append(f"memory: {name} at seq_len {seq} failed: {done.stderr[-300:]}")
+            # Each configuration in its own process. The quick run starts them all at once (its
+            # inputs are tiny; the peak is per process, so running side by side does not change
+            # it); the full run one after another, as the long ones need GBs each.
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            running[name] = proc
+            if not args.quick:
+                proc.wait()
+        for name, proc in running.items():
+            stdout, stderr = proc.communicate()
+            if proc.returncode != 0:
+                notes.append(f"memory: {name} at seq_len {seq} failed: {stderr[-300:]}")
                 continue
-            growth[name] = json.loads(done.stdout.strip().splitlines()[-1])["peak_growth_bytes"]
+            growth[name] = json.loads(stdout.strip().splitlines()[-1])["peak_growth_bytes"]
             progress.step(f"memory {name} seq_len {seq}")
         if not growth.get("torch"):
             notes.append(f"memory: no nn.MultiheadAttention figure at seq_len {seq}; row left out")
@@ -713,6 +722,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help=f"JSON file (default {DEFAULT_OUT})")
     p.add_argument("--seq", type=str, default=None, help="comma-separated lengths (64,...,4096)")
     p.add_argument("--repeats", type=int, default=None, help="timed rounds per configuration")
+    p.add_argument("--mem-seq", type=str, default=None, help="lengths for memory (default --seq)")
     p.add_argument(
         "--max-call", type=float, default=4.0, help="stop an impl after a call > this (s)"
     )
@@ -731,16 +741,17 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.batch, args.hidden, args.heads = 2, 64, 8
         default_seq, repeats = "16,32", 3
         args.decode_seq, args.gqa_seq, args.parts_from = [32], 32, 32
-        args.mem_seq = [32]
+        args.mem_seq = args.mem_seq or "32"
     else:
         default_seq, repeats = "64,128,256,512,1024,2048,4096", 7
         args.decode_seq, args.gqa_seq, args.parts_from = [1024], 1024, 1024
-        args.mem_seq = None
     args.seq = [int(s) for s in (args.seq or default_seq).split(",") if s.strip()]
     if not args.seq or any(s < 2 for s in args.seq):
         p.error(f"--seq needs lengths >= 2, got {args.seq}")
     if args.mem_seq is None:
         args.mem_seq = args.seq
+    elif isinstance(args.mem_seq, str):
+        args.mem_seq = [int(s) for s in args.mem_seq.split(",") if s.strip()]
     args.repeats = args.repeats or repeats
     args.repeats_backward = max(3, args.repeats // 2 + 1)
     args.warmup = 1 if args.quick else 2
@@ -782,6 +793,12 @@ def main(argv: list[str] | None = None) -> dict | None:
     gqa = bench_gqa(args, device, dtype, progress)
     memory = bench_memory(args, progress, notes)
     progress.close()
+    full = [64, 128, 256, 512, 1024, 2048, 4096]
+    if not args.quick and (args.seq != full or args.mem_seq != full or args.repeats < 7):
+        notes.append(
+            f"reduced run: timed over seq_len {args.seq}, memory over {args.mem_seq}, "
+            f"{args.repeats} repeats (the full run: 64..4096 for both, 7 repeats)"
+        )
     notes.append(
         "FLOPs: 4 projections 4*2*b*L*d^2 plus 2 attention products 2*2*b*L^2*d; causal rows are "
         "counted with the same FLOPs although the kernel may skip the masked half"
@@ -796,6 +813,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             "repeats": args.repeats,
             "quick": bool(args.quick),
             "seq_lens": args.seq,
+            "memory_seq_lens": args.mem_seq,
             "warmup": args.warmup,
             "repeats_backward": args.repeats_backward,
         },
