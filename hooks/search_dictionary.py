@@ -152,8 +152,8 @@ def user_dictionary(config, language_dir: Path, locale: str, root: Path) -> str:
         for source in text_sources(language_dir, root)
         for run in HAN.findall(source.read_text(encoding="utf-8"))
     ]
-    tokenizer = jieba.Tokenizer()
-    tokenizer.initialize()
+    tokenizer = jieba.Tokenizer()  # a copy of ``default``'s dictionary, not a second load of it
+    tokenizer.FREQ, tokenizer.total, tokenizer.initialized = dict(default.FREQ), default.total, True
     for word in kept:
         tokenizer.add_word(word)
     split: list[str] = []
