@@ -1,0 +1,442 @@
+"""The performance page's plots and tables, drawn at build time from the benchmark's results file.
+
+The single source is the file ``python -m mha.bench`` writes, committed at
+``docs/assets/bench/results.json`` (``MHA_BENCH_RESULTS`` names another file, for development).
+No number of the page is typed by hand:
+
+- as a generator of ``hooks/pictures.py`` (``PICTURES``), it draws the plots: time and peak memory
+  against the sequence length, log scale on both axes, one line per implementation; and the time
+  as a ratio of ``nn.MultiheadAttention``'s. Each point carries a ``<title>`` with its number.
+- as a MkDocs hook of its own (listed in mkdocs.yml), it replaces a line
+  ``<!-- bench-table: NAME -->`` of a page with a Markdown table of the file (``TABLES``), in the
+  page's language.
+
+A missing file, or a marker naming no table, is logged as a warning: the strict build fails.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from picture_style import FONT, SMALL, Svg, tr
+
+log = logging.getLogger("mkdocs.hooks.pictures_perf")
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT / "docs" / "assets" / "bench" / "results.json"
+TABLE_MARKER = re.compile(r"^<!--\s*bench-table:\s*([\w-]+)\s*-->[ \t]*$", re.M)
+
+# The implementations, in the order of the legend and the tables: (name in the file, en, zh, class
+# of the line and of the legend's text, light colour, dash pattern).
+IMPLS = (
+    ("annotated", "annotated", "注释版", "mha-s0", "mha-t0", "#1f5fa8", "6 3"),
+    ("pure", "pure", "纯享版", "mha-s1", "mha-t1", "#a14a00", "2 2"),
+    ("full-fast", "full, fast=True", "完整版 fast=True", "mha-s2", "mha-t2", "#17724a", ""),
+    (
+        "full-math",
+        "full, fast=False",
+        "完整版 fast=False",
+        "mha-s3",
+        "mha-t3",
+        "#8a3a9a",
+        "8 2 2 2",
+    ),
+    (
+        "torch",
+        "nn.MultiheadAttention",
+        "nn.MultiheadAttention",
+        "mha-accent",
+        "mha-accent",
+        "#c2185b",
+        "1 3",
+    ),
+)
+
+
+def results_path() -> Path:
+    return Path(os.environ.get("MHA_BENCH_RESULTS") or DEFAULT)
+
+
+def load() -> dict:
+    """The results file as a dict (read on each call: a rebuild sees a new run)."""
+    return json.loads(results_path().read_text(encoding="utf-8"))
+
+
+def impl_label(impl: str, language: str) -> str:
+    for name, en, zh, *_ in IMPLS:
+        if name == impl:
+            return tr(language, en, zh)
+    return impl
+
+
+def impl_order(rows) -> list[str]:
+    known = [i[0] for i in IMPLS]
+    present = {r["impl"] for r in rows}
+    return [i for i in known if i in present] + sorted(present - set(known))
+
+
+def number(value: float) -> str:
+    """A measured number as the page writes it: three significant digits, never an exponent."""
+    if value is None:
+        return "—"
+    value = float(value)
+    if value == 0:
+        return "0"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return (
+        f"{value:,.{digits}f}".replace(",", " ") if abs(value) >= 10000 else f"{value:.{digits}f}"
+    )
+
+
+# ---- the plots --------------------------------------------------------------------------------
+
+WIDTH, HEIGHT = 300.0, 220.0  # the plot area; small enough to stay full size on a 390 px phone
+LEFT, TOP = 58.0, 30.0
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1, 2, 5 times powers of ten within [low, high] (at most a few: labels must not overlap)."""
+    ticks = []
+    for exponent in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1):
+        for mantissa in (1, 2, 5):
+            v = mantissa * 10.0**exponent
+            if low <= v <= high:
+                ticks.append(v)
+    if len(ticks) > 7:
+        ticks = [t for t in ticks if round(t / 10 ** math.floor(math.log10(t))) == 1]
+    return ticks
+
+
+def tick_text(value: float) -> str:
+    return f"{value:g}" if value >= 0.001 else f"{value:.0e}"
+
+
+def line_plot(
+    name: str,
+    language: str,
+    rows: list[dict],
+    field: str,
+    title: str,
+    y_label: str,
+    unit: str,
+    reference: float | None = None,
+) -> str:
+    """One line per implementation of ``rows[i][field]`` against ``seq_len``, log-log."""
+    rows = [r for r in rows if r.get(field) is not None and r[field] > 0]
+    if not rows:
+        raise ValueError(f"{name}: no positive {field!r} in the results file")
+    xs = sorted({r["seq_len"] for r in rows})
+    ys = [r[field] for r in rows] + ([reference] if reference else [])
+    y_low, y_high = min(ys), max(ys)
+    y_low, y_high = 10 ** math.floor(math.log10(y_low)), 10 ** math.ceil(math.log10(y_high))
+    if y_high / y_low < 10:
+        y_high = y_low * 10
+    x_low, x_high = xs[0], xs[-1]
+    if x_high == x_low:
+        x_low, x_high = x_low / 2, x_high * 2
+
+    def px(x: float) -> float:
+        return LEFT + WIDTH * math.log(x / x_low) / math.log(x_high / x_low)
+
+    def py(y: float) -> float:
+        return TOP + HEIGHT * (1 - math.log(y / y_low) / math.log(y_high / y_low))
+
+    described = tr(
+        language,
+        f"{title}. Log scale on both axes. Each point's number is in its tooltip; "
+        "the table below the plots lists them all.",
+        f"{title}。两条坐标轴都是对数刻度。每个点的数值见悬停提示，图下的表格列出全部数值。",
+    )
+    svg = Svg(name, title, described)
+    svg.text(LEFT, 16, title, size=FONT, bold=True)
+    # axes and grid
+    svg.line(LEFT, TOP, LEFT, TOP + HEIGHT)
+    svg.line(LEFT, TOP + HEIGHT, LEFT + WIDTH, TOP + HEIGHT)
+    for x in xs:
+        svg.line(px(x), TOP + HEIGHT, px(x), TOP + HEIGHT + 4)
+        svg.text(px(x), TOP + HEIGHT + 16, str(x), size=SMALL, anchor="middle")
+    for y in log_ticks(y_low, y_high):
+        svg.line(
+            LEFT - 4,
+            py(y),
+            LEFT + WIDTH,
+            py(y),
+            width=0.4 if y != reference else 1.0,
+            dashed=y != reference,
+        )
+        svg.text(LEFT - 6, py(y) + 4, tick_text(y), size=SMALL, anchor="end")
+    svg.text(
+        LEFT + WIDTH / 2,
+        TOP + HEIGHT + 34,
+        tr(language, "sequence length L", "序列长度 L"),
+        anchor="middle",
+    )
+    # the y label, turned, left of the tick labels
+    ylabel_x, ylabel_y = 14, TOP + HEIGHT / 2
+    svg.parts.append(
+        f'<text x="{ylabel_x}" y="{ylabel_y:g}" class="mha-fg" font-size="{FONT}"'
+        f' text-anchor="middle" fill="currentColor"'
+        f' transform="rotate(-90 {ylabel_x} {ylabel_y:g})">{y_label}</text>'
+    )
+    # one line per implementation, points with their number as a tooltip
+    legend_y = TOP + HEIGHT + 56
+    for index, impl in enumerate(impl_order(rows)):
+        style = next(
+            (i for i in IMPLS if i[0] == impl),
+            (impl, impl, impl, "mha-sn", "mha-fg", "#555555", ""),
+        )
+        _, _, _, stroke_cls, text_cls, colour, dash = style
+        mine = sorted((r for r in rows if r["impl"] == impl), key=lambda r: r["seq_len"])
+        points = [(px(r["seq_len"]), py(r[field])) for r in mine]
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        d = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(points))
+        label = impl_label(impl, language)
+        svg.parts.append(
+            f'<path d="{d}" class="{stroke_cls} mha-perf-line" fill="none" stroke="{colour}"'
+            f' stroke-width="2"{dash_attr} data-impl="{impl}"/>'
+        )
+        for r, (x, y) in zip(mine, points, strict=True):
+            tip = f"{label}, L = {r['seq_len']}: {number(r[field])} {unit}".rstrip()
+            svg.parts.append(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" class="{text_cls}" fill="{colour}"'
+                f' data-impl="{impl}" data-seq-len="{r["seq_len"]}" data-value="{r[field]!r}">'
+                f"<title>{tip}</title></circle>"
+            )
+        # the legend: two columns, a short stretch of the line then the name
+        column, row = index % 2, index // 2
+        lx, ly = LEFT - 40 + column * 170, legend_y + row * 20
+        svg.parts.append(
+            f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 26}" y2="{ly - 4}" class="{stroke_cls}"'
+            f' stroke="{colour}" stroke-width="2"{dash_attr}/>'
+        )
+        svg.text(lx + 32, ly, label, cls=text_cls, size=SMALL, code=impl == "torch")
+    return str(svg)
+
+
+def main_rows(rows: list[dict]) -> list[dict]:
+    """The rows of the run's main dtype (a CUDA run adds rows marked with another ``dtype``)."""
+    return [r for r in rows if "dtype" not in r]
+
+
+def forward(results: dict, causal: bool = False) -> list[dict]:
+    return [r for r in main_rows(results["forward"]) if bool(r.get("causal")) == causal]
+
+
+def time_plot(language: str) -> str:
+    return line_plot(
+        "bench-time",
+        language,
+        forward(load()),
+        "median_ms",
+        tr(language, "Forward time against L", "前向时间随序列长度的变化"),
+        tr(language, "median time (ms)", "中位时间（毫秒）"),
+        "ms",
+    )
+
+
+def memory_plot(language: str) -> str:
+    return line_plot(
+        "bench-memory",
+        language,
+        main_rows(load()["memory"]),
+        "peak_growth_mb",
+        tr(language, "Peak memory growth against L", "峰值内存增长随序列长度的变化"),
+        tr(language, "peak growth (MB)", "峰值增长（MB）"),
+        "MB",
+    )
+
+
+def ratio_plot(language: str) -> str:
+    rows = [r for r in forward(load()) if r["impl"] != "torch"]
+    return line_plot(
+        "bench-ratio",
+        language,
+        rows,
+        "ratio_vs_torch",
+        tr(
+            language,
+            "Forward time ÷ nn.MultiheadAttention's",
+            "前向时间是 nn.MultiheadAttention 的几倍",
+        ),
+        tr(language, "time ratio", "时间之比"),
+        "×",
+        reference=1.0,
+    )
+
+
+PICTURES = {"bench-time": time_plot, "bench-memory": memory_plot, "bench-ratio": ratio_plot}
+
+
+# ---- the tables -------------------------------------------------------------------------------
+
+
+def markdown_table(header: list[str], rows: list[list[str]], align: str = "right") -> str:
+    bar = ":--" if align == "left" else "--:"
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([":--"] + [bar] * (len(header) - 1)) + "|",
+    ]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def yes_no(value: bool, language: str) -> str:
+    return tr(language, "yes", "是") if value else tr(language, "no", "否")
+
+
+def pivot(rows: list[dict], field: str, language: str, causal_column: bool = True) -> str:
+    """Rows of (L, causal), a column per implementation."""
+    impls = impl_order(rows)
+    keys = sorted({(r["seq_len"], bool(r.get("causal"))) for r in rows}, key=lambda k: (k[1], k[0]))
+    header = ["L"] + ([tr(language, "causal", "因果")] if causal_column else [])
+    header += [impl_label(i, language) for i in impls]
+    body = []
+    for seq_len, causal in keys:
+        cells = {
+            r["impl"]: r[field]
+            for r in rows
+            if r["seq_len"] == seq_len and bool(r.get("causal")) == causal
+        }
+        line = [str(seq_len)] + ([yes_no(causal, language)] if causal_column else [])
+        body.append(line + [number(cells.get(i)) for i in impls])
+    return markdown_table(header, body)
+
+
+def table_machine(results: dict, language: str) -> str:
+    m, c = results["machine"], results["config"]
+    names = {
+        "cpu": ("CPU", "CPU"),
+        "cores": ("cores", "核数"),
+        "threads": ("torch threads", "torch 线程数"),
+        "torch": ("torch", "torch"),
+        "python": ("Python", "Python"),
+        "device": ("device", "设备"),
+        "date": ("date", "日期"),
+        "batch": ("batch size", "批大小"),
+        "hidden": ("hidden size", "隐藏层维度"),
+        "heads": ("heads", "头数"),
+        "dtype": ("dtype", "dtype"),
+        "repeats": ("repeats per point", "每个点重复次数"),
+        "quick": ("short run (--quick)", "快速版（--quick）"),
+    }
+
+    def shown(v) -> str:
+        if isinstance(v, bool):
+            return yes_no(v, language)
+        return f"`{v}`" if isinstance(v, str) else str(v)
+
+    rows = [[tr(language, *names.get(k, (k, k))), shown(v)] for k, v in [*m.items(), *c.items()]]
+    rows.append(
+        [
+            tr(language, "GEMM rate, same run", "同一次运行测得的 GEMM 速率"),
+            f"{number(results['gemm_gflops'])} GFLOP/s",
+        ]
+    )
+    return markdown_table(
+        [tr(language, "what", "项目"), tr(language, "value", "数值")], rows, "left"
+    )
+
+
+def table_decode(results: dict, language: str) -> str:
+    header = [
+        "L",
+        tr(language, "with the cache (ms)", "用缓存（毫秒）"),
+        tr(language, "recomputing (ms)", "整段重算（毫秒）"),
+        tr(language, "speed-up", "加速倍数"),
+    ]
+    rows = [
+        [
+            str(r["seq_len"]),
+            number(r["cache_ms"]),
+            number(r["recompute_ms"]),
+            number(r["speedup"]) + "×",
+        ]
+        for r in results["decode"]
+    ]
+    return markdown_table(header, rows)
+
+
+def table_gqa(results: dict, language: str) -> str:
+    header = [
+        tr(language, "heads", "头数"),
+        "kv_heads",
+        tr(language, "cache (bytes)", "缓存（字节）"),
+        tr(language, "cache ÷ full heads'", "缓存是全头数的几倍"),
+        tr(language, "median time (ms)", "中位时间（毫秒）"),
+    ]
+    rows = [
+        [
+            str(r["heads"]),
+            str(r["kv_heads"]),
+            str(r["cache_bytes"]),
+            number(r["cache_ratio_vs_full"]),
+            number(r["median_ms"]),
+        ]
+        for r in results["gqa"]
+    ]
+    return markdown_table(header, rows)
+
+
+def table_targets(results: dict, language: str) -> str:
+    header = [
+        tr(language, "target", "目标"),
+        tr(language, "measured", "测得"),
+        tr(language, "asked", "要求"),
+        tr(language, "met", "达到"),
+        tr(language, "why not", "未达到的原因"),
+    ]
+    rows = [
+        [
+            r["name"],
+            number(r["value"]),
+            f"`{r['target']}`",
+            tr(language, "✔ yes", "✔ 是") if r["met"] else tr(language, "✘ no", "✘ 否"),
+            r.get("why") or "",
+        ]
+        for r in results["targets"]
+    ]
+    return markdown_table(header, rows, "left")
+
+
+TABLES = {
+    "machine": table_machine,
+    "forward": lambda r, lang: pivot(main_rows(r["forward"]), "median_ms", lang),
+    "forward-ratio": lambda r, lang: pivot(main_rows(r["forward"]), "ratio_vs_torch", lang),
+    "forward-gemm": lambda r, lang: pivot(main_rows(r["forward"]), "fraction_of_gemm", lang),
+    "backward": lambda r, lang: pivot(main_rows(r["backward"]), "median_ms", lang),
+    "memory": lambda r, lang: pivot(
+        main_rows(r["memory"]), "peak_growth_mb", lang, causal_column=False
+    ),
+    "decode": table_decode,
+    "gqa": table_gqa,
+    "targets": table_targets,
+}
+
+
+def table(name: str, language: str) -> str:
+    return TABLES[name](load(), language)
+
+
+def page_language(page) -> str:
+    first = page.file.src_uri.split("/", 1)[0]
+    return first if first in ("en", "zh") else "en"
+
+
+def on_page_markdown(markdown: str, page, **kwargs) -> str:
+    language = page_language(page)
+
+    def replace(match: re.Match) -> str:
+        try:
+            return "\n" + table(match[1], language) + "\n"
+        except Exception as error:  # any failure must fail the strict build, with its reason
+            log.warning("%s: bench table %r: %s", page.file.src_uri, match[1], error)
+            return match[0]
+
+    return TABLE_MARKER.sub(replace, markdown)

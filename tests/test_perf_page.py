@@ -1,0 +1,190 @@
+"""The performance page: its plots and tables are the results file's numbers, in both languages.
+
+The results file (``docs/assets/bench/results.json``, or ``MHA_BENCH_RESULTS``) is read here on its
+own, independently of ``hooks/pictures_perf.py``, and compared with what the hook draws:
+
+- each plotted point's tooltip names the implementation and ``L`` of a row of the file and writes
+  its number to three significant digits; points lie higher for larger numbers (log scale), and
+  every row of the section is plotted;
+- each table the page asks for (``<!-- bench-table: NAME -->``) holds the file's numbers, row for
+  row, and both languages ask for the same tables and pictures;
+- the built site shows the figures and the tables on the page of each language.
+
+No timing is measured here: the numbers are the file's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+from sitetools import LANGUAGES, ROOT, load_hook, page_path
+
+perf = load_hook("pictures_perf")
+pictures = load_hook("pictures")
+SVG = "{http://www.w3.org/2000/svg}"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+PAGE = "performance.md"
+PLOTS = {  # picture -> (section of the file, field, rows kept)
+    "bench-time": ("forward", "median_ms", lambda r: not r["causal"]),
+    "bench-memory": ("memory", "peak_growth_mb", lambda r: True),
+    "bench-ratio": (
+        "forward",
+        "ratio_vs_torch",
+        lambda r: not r["causal"] and r["impl"] != "torch",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    return json.loads(perf.results_path().read_text(encoding="utf-8"))
+
+
+def close(written: str, value: float) -> bool:
+    """``written`` is ``value`` to three significant digits (or exactly, for integers)."""
+    shown = float(written.replace(" ", "").rstrip("×"))
+    return abs(shown - value) <= max(abs(value) * 0.005, 0.0005) + 1e-12
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("name", PLOTS)
+def test_plotted_points_are_the_files(results, name, language):
+    section, field, keep = PLOTS[name]
+    rows = [r for r in results[section] if keep(r) and "dtype" not in r]
+    svg = ET.fromstring(perf.PICTURES[name](language))
+    assert svg.find(f"{SVG}title").text.strip(), name
+    points = list(svg.iter(f"{SVG}circle"))
+    assert len(points) == len(rows), (name, len(points), len(rows))
+    by_key = {(r["impl"], r["seq_len"]): r[field] for r in rows}
+    seen = []
+    for point in points:
+        impl, seq_len = point.get("data-impl"), int(point.get("data-seq-len"))
+        value = by_key[impl, seq_len]
+        assert float(point.get("data-value")) == value, (name, impl, seq_len)
+        tip = point.find(f"{SVG}title").text
+        label, number = re.fullmatch(r"(.+), L = (\d+): ([\d. ]+)\s*\S*", tip).group(1, 3)
+        assert label == perf.impl_label(impl, language), tip
+        assert re.search(f"L = {seq_len}:", tip), tip
+        assert close(number, value), (tip, value)
+        seen.append((value, float(point.get("cy"))))
+    assert len({(i, s) for i, s in by_key}) == len(points), name
+    # higher on the plot (smaller y) for a larger number
+    for (v1, y1), (v2, y2) in itertools.pairwise(sorted(seen)):
+        assert y2 <= y1 + 1e-6 or v1 == v2, (name, v1, y1, v2, y2)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("name", PLOTS)
+def test_plot_labels_are_in_the_page_language(name, language):
+    svg = ET.fromstring(perf.PICTURES[name](language))
+    words = " ".join("".join(t.itertext()) for t in svg.iter(f"{SVG}text"))
+    if language == "zh":
+        assert CJK.search(words), words
+    else:
+        assert not CJK.search(words), words
+    for impl in {r for r in svg.iter(f"{SVG}path") if r.get("data-impl")}:
+        assert impl.get("class"), "each line carries its colour class (light and dark scheme)"
+
+
+def cells(table: str) -> list[list[str]]:
+    lines = table.strip().splitlines()
+    return [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[2:]]
+
+
+def header(table: str) -> list[str]:
+    return [c.strip() for c in table.strip().splitlines()[0].strip("|").split(" | ")]
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize(
+    "name, section, field",
+    [
+        ("forward", "forward", "median_ms"),
+        ("forward-ratio", "forward", "ratio_vs_torch"),
+        ("forward-gemm", "forward", "fraction_of_gemm"),
+        ("backward", "backward", "median_ms"),
+        ("memory", "memory", "peak_growth_mb"),
+    ],
+)
+def test_pivot_tables_are_the_files(results, name, section, field, language):
+    table = perf.table(name, language)
+    head = header(table)
+    rows = [r for r in results[section] if "dtype" not in r]  # the run's main dtype
+    impls = perf.impl_order(rows)
+    assert head[-len(impls) :] == [perf.impl_label(i, language) for i in impls], head
+    causal_column = len(head) == len(impls) + 2
+    expected = {(r["seq_len"], bool(r.get("causal")), r["impl"]): r[field] for r in rows}
+    found = 0
+    for row in cells(table):
+        seq_len = int(row[0])
+        causal = causal_column and row[1] in ("yes", "是")
+        for impl, cell in zip(impls, row[-len(impls) :], strict=True):
+            key = (seq_len, causal, impl)
+            if cell == "—":
+                assert key not in expected, key
+            else:
+                assert close(cell, expected[key]), (key, cell, expected[key])
+                found += 1
+    assert found == len(expected), (name, found, len(expected))
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_row_tables_are_the_files(results, language):
+    decode = cells(perf.table("decode", language))
+    assert len(decode) == len(results["decode"]), decode
+    for row, r in zip(decode, results["decode"], strict=True):
+        assert int(row[0]) == r["seq_len"], row
+        for cell, key in zip(row[1:], ("cache_ms", "recompute_ms", "speedup"), strict=True):
+            assert close(cell, r[key]), (row, r)
+    gqa = cells(perf.table("gqa", language))
+    assert len(gqa) == len(results["gqa"]), gqa
+    for row, r in zip(gqa, results["gqa"], strict=True):
+        assert [int(c) for c in row[:3]] == [r["heads"], r["kv_heads"], r["cache_bytes"]], row
+        assert close(row[3], r["cache_ratio_vs_full"]) and close(row[4], r["median_ms"]), row
+    targets = cells(perf.table("targets", language))
+    assert len(targets) == len(results["targets"]), targets
+    for row, r in zip(targets, results["targets"], strict=True):
+        assert row[0] == r["name"].replace("|", "\\|") and close(row[1], r["value"]), (row, r)
+        assert row[3].startswith("✔" if r["met"] else "✘"), (row, r)
+        assert row[4] == (r["why"] or "").replace("|", "\\|"), (row, r)
+    machine = " ".join(" ".join(row) for row in cells(perf.table("machine", language)))
+    for key in ("cpu", "torch", "cores", "threads"):
+        assert str(results["machine"][key]) in machine, (key, machine)
+    assert perf.number(results["gemm_gflops"]) in machine, machine
+
+
+def page_text(language: str) -> str:
+    return (ROOT / "docs" / language / PAGE).read_text(encoding="utf-8")
+
+
+def test_both_languages_ask_for_the_same_tables_and_pictures():
+    tables = {lang: perf.TABLE_MARKER.findall(page_text(lang)) for lang in LANGUAGES}
+    shown = {lang: pictures.MARKER.findall(page_text(lang)) for lang in LANGUAGES}
+    assert tables["en"] == tables["zh"], tables
+    assert sorted(tables["en"]) == sorted(perf.TABLES), tables["en"]
+    assert shown["en"] == shown["zh"] and sorted(shown["en"]) == sorted(PLOTS), shown
+
+
+def test_no_number_is_typed_in_the_prose():
+    """Outside code, markers and anchors, the page writes no measured number (digits with a
+    decimal point or a unit such as ms, MB, ×)."""
+    for language in LANGUAGES:
+        prose = re.sub(
+            r"```.*?```|`[^`]*`|<!--.*?-->|\{ #[\w-]+ \}", "", page_text(language), flags=re.S
+        )
+        measured = re.findall(r"\d+\.\d+|\d+\s*(?:ms|MB|GB|毫秒|×|x\b)", prose)
+        assert not measured, (language, measured)
+
+
+def test_built_pages_show_the_figures_and_tables(built_site, results):
+    for language in LANGUAGES:
+        html = (built_site / page_path(language, PAGE) / "index.html").read_text(encoding="utf-8")
+        figures = re.findall(r'<figure class="mha-figure" data-picture="(bench-[\w-]+)">', html)
+        assert figures == pictures.MARKER.findall(page_text(language)), (language, figures)
+        assert "bench-table:" not in html, f"{language}: a table marker was not replaced"
+        assert html.count("<table>") == len(perf.TABLES), (language, html.count("<table>"))
+        assert results["machine"]["cpu"] in html, language
