@@ -97,7 +97,7 @@ def number(value: float) -> str:
 
 # ---- the plots --------------------------------------------------------------------------------
 
-WIDTH, HEIGHT = 300.0, 220.0  # the plot area; small enough to stay full size on a 390 px phone
+WIDTH, HEIGHT = 260.0, 220.0  # the plot area; small enough to stay full size on a 390 px phone
 LEFT, TOP = 58.0, 30.0
 
 
@@ -211,7 +211,7 @@ def line_plot(
             )
         # the legend: two columns, a short stretch of the line then the name
         column, row = index % 2, index // 2
-        lx, ly = LEFT - 40 + column * 170, legend_y + row * 20
+        lx, ly = LEFT - 40 + column * 160, legend_y + row * 20
         svg.parts.append(
             f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 26}" y2="{ly - 4}" class="{stroke_cls}"'
             f' stroke="{colour}" stroke-width="2"{dash_attr}/>'
