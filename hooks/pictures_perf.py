@@ -385,12 +385,13 @@ def table_gqa(results: dict, language: str) -> str:
 
 
 def table_targets(results: dict, language: str) -> str:
+    """The targets as a table, then the reason of each missed one as a list (a column of long
+    reasons would make each row a screen tall on a phone)."""
     header = [
         tr(language, "target", "目标"),
         tr(language, "measured", "测得"),
         tr(language, "asked", "要求"),
         tr(language, "met", "达到"),
-        tr(language, "why not", "未达到的原因"),
     ]
     rows = [
         [
@@ -398,11 +399,15 @@ def table_targets(results: dict, language: str) -> str:
             number(r["value"]),
             f"`{r['target']}`",
             tr(language, "✔ yes", "✔ 是") if r["met"] else tr(language, "✘ no", "✘ 否"),
-            r.get("why") or "",
         ]
         for r in results["targets"]
     ]
-    return markdown_table(header, rows, "left")
+    missed = [r for r in results["targets"] if not r["met"]]
+    if not missed:
+        return markdown_table(header, rows, "left")
+    reasons = [f"- **{r['name']}**: {r.get('why') or '—'}" for r in missed]
+    intro = tr(language, "Why the missed targets were missed:", "未达到的目标，原因如下：")
+    return markdown_table(header, rows, "left") + "\n\n" + intro + "\n\n" + "\n".join(reasons)
 
 
 TABLES = {
