@@ -10,6 +10,8 @@ checker finds the post's wrong ``.view`` comment.
 
 from __future__ import annotations
 
+import pytest
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -111,3 +113,15 @@ def raised_in_mha(excinfo) -> bool:
     entry = excinfo.traceback[-1]
     in_mha = entry.path.parent.name == "mha" and entry.path.name in ("checks.py", "full.py")
     return in_mha and str(entry.statement).lstrip().startswith("raise ")
+
+
+# Autocast configurations: CPU bfloat16 here, CUDA float16 where a GPU is present.
+AUTOCAST_CASES = [
+    pytest.param("cpu", torch.bfloat16, id="cpu-bfloat16"),
+    pytest.param(
+        "cuda",
+        torch.float16,
+        id="cuda-float16",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+    ),
+]

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 import torch
+from helpers import AUTOCAST_CASES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -233,16 +234,6 @@ def test_empty_inputs_of_any_shape_return_empty_outputs(batch_size, seq_len, hea
 
 
 # ---- Autocast: a layer's lower-precision output feeds the next layer --------------------------
-
-AUTOCAST_CASES = [
-    pytest.param("cpu", torch.bfloat16, id="cpu-bfloat16"),
-    pytest.param(
-        "cuda",
-        torch.float16,
-        id="cuda-float16",
-        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
-    ),
-]
 
 
 @impls

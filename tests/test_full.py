@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import DesignMHA
+from helpers import AUTOCAST_CASES, DesignMHA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -761,16 +761,6 @@ def test_dropout_zeroes_weights_and_scales_the_rest_by_one_over_one_minus_p(shap
 
 
 # ---- Autocast ---------------------------------------------------------------------------------
-
-AUTOCAST_CASES = [
-    pytest.param("cpu", torch.bfloat16, id="cpu-bfloat16"),
-    pytest.param(
-        "cuda",
-        torch.float16,
-        id="cuda-float16",
-        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
-    ),
-]
 
 
 @paths
