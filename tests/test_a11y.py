@@ -21,7 +21,7 @@ import os
 
 import pytest
 from sitetools import LANGUAGES, ROOT, nav_pages, page_path
-from test_browser import Tab, screenshot
+from test_browser import Tab, screenshot, type_search
 
 pytestmark = pytest.mark.browser
 
@@ -153,12 +153,7 @@ def test_search_highlight_and_language_menu_have_no_wcag_violation(tabs, axe_scr
     term = SEARCH_TERMS[lang]
 
     p = open_page(tab, lang, "index.md", scheme)
-    box = p.locator("input.md-search__input")
-    box.click()
-    box.fill(term)
-    box.press("End")  # Material searches on keyup
-    results = p.locator(".md-search-result__item")
-    results.first.wait_for()
+    type_search(p, term)
     found = axe_violations(p, axe_script)
     assert not found, report(found, f"{lang} search for {term} ({scheme})")
 

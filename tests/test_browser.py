@@ -206,14 +206,19 @@ def test_language_switch_keeps_the_section(tab):
     tab.assert_clean()
 
 
-def search(tab, lang: str, query: str) -> list[str]:
-    p = tab.open(lang, "index.md")
+def type_search(p, query: str):
+    """Type ``query`` into the page's search box; return the result items once the first shows."""
     box = p.locator("input.md-search__input")
     box.click()
     box.fill(query)
     box.press("End")  # Material searches on keyup
     results = p.locator(".md-search-result__item")
     results.first.wait_for()
+    return results
+
+
+def search(tab, lang: str, query: str) -> list[str]:
+    results = type_search(tab.open(lang, "index.md"), query)
     return [results.nth(i).inner_text() for i in range(results.count())]
 
 
