@@ -21,7 +21,7 @@ section ``中文:`` that says the same in Chinese, in the same Google style with
 part, and Sybil runs them once. When mkdocstrings loads the package, the griffe extension
 ``DocstringLanguage`` keeps one language in each docstring (``in_language``): for ``en`` the
 docstring without its ``中文:`` section; for ``zh`` the Chinese section, its titles mapped to
-Google's (参数 → Args, 返回 → Returns, 引发 → Raises), followed by the English part's ``Examples:``.
+Google's (参数 → Args, 返回 → Returns, 引发 → Raises, 属性 → Attributes), followed by the English part's ``Examples:``.
 
 mkdocs-static-i18n builds one language after the other and runs every ``on_config`` before each
 build; mkdocstrings makes new handlers in its ``on_config``, so each build loads the package anew
@@ -43,7 +43,7 @@ from mkdocs.plugins import event_priority
 LANGUAGES = ("en", "zh")
 MARKER = "中文:"
 # The Chinese part's section titles and the Google titles they stand for.
-TITLES = {"参数": "Args", "返回": "Returns", "引发": "Raises"}
+TITLES = {"参数": "Args", "返回": "Returns", "引发": "Raises", "属性": "Attributes"}
 EXTENSION = "hooks/docstring_language.py:DocstringLanguage"
 # A section title: a line at the left margin that ends with a colon (the next line is indented).
 TITLE = re.compile(r"^(?P<title>\S[^:：]*)[:：][ \t]*$")
@@ -108,7 +108,7 @@ def in_language(docstring: str, language: str) -> str:
 
     Raises:
         ValueError: ``language`` is not ``en`` or ``zh``; or the Chinese part has a title other
-            than 参数, 返回 and 引发, or an example (``>>>``).
+            than 参数, 返回, 引发 and 属性, or an example (``>>>``).
     """
     if language not in LANGUAGES:
         raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")

@@ -165,9 +165,12 @@ class KVCache:
 
     Empty when created. Each call of [`MHA.forward`][mha.full.MHA.forward] with ``cache=``
     appends its new keys and values along the length dimension and attends over all of them.
+    They are written into buffers that double in length when full, as a Python list does, so a
+    step copies only its own keys and values, not the whole cache.
 
     Attributes:
-        keys: ``[batch_size, kv_heads, len, head_size]``, or ``None`` while empty.
+        keys: ``[batch_size, kv_heads, len, head_size]``, or ``None`` while empty: a view of the
+            first ``len`` positions of the buffer.
         values: ``[batch_size, kv_heads, len, head_size]``, or ``None`` while empty.
 
     Examples:
@@ -179,15 +182,30 @@ class KVCache:
         之前各步的键和值，用于逐个位置生成。
 
         创建时为空。每次以 ``cache=`` 调用 [`MHA.forward`][mha.full.MHA.forward]，都会把新算出的键和
-        值沿长度这一维追加进来，再对全部键和值做注意力。
+        值沿长度这一维追加进来，再对全部键和值做注意力。键和值写进缓冲区，缓冲区满了就把长度翻倍
+        （和 Python 的 list 一样），所以每一步只复制这一步自己的键和值，而不是整个缓存。
+
+        属性:
+            keys: ``[batch_size, kv_heads, len, head_size]``，为空时是 ``None``：缓冲区前
+                ``len`` 个位置的视图。
+            values: ``[batch_size, kv_heads, len, head_size]``，为空时是 ``None``。
     """
 
     def __init__(self) -> None:
-        self.keys: Tensor | None = None
-        self.values: Tensor | None = None
+        self._keys: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
+        self._values: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
+        self._len = 0
 
     def __len__(self) -> int:
-        return 0 if self.keys is None else self.keys.size(2)
+        return self._len
+
+    @property
+    def keys(self) -> Tensor | None:
+        return None if self._keys is None else self._keys[:, :, : self._len]
+
+    @property
+    def values(self) -> Tensor | None:
+        return None if self._values is None else self._values[:, :, : self._len]
 
     def append(self, keys: Tensor, values: Tensor) -> None:
         """Append new keys and values, each ``[batch_size, kv_heads, new_len, head_size]``.
@@ -212,24 +230,53 @@ class KVCache:
                 ValueError: 批大小、``kv_heads`` 或 ``head_size`` 与缓存里的不同，或者设备不同。
                 TypeError: dtype 与缓存里的不同。
         """
-        if self.keys is None:
-            self.keys, self.values = keys, values
-            return
-        held = (self.keys.size(0), self.keys.size(1), self.keys.size(3))
+        if self._keys is not None:
+            self._check_like_held(keys)
+        start, end = self._len, self._len + keys.size(2)
+        if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
+            # 要求梯度时不能原地写入（反向传播要用的张量会被改掉），改为拼接成新张量
+            # When gradients are needed, writing in place would change tensors saved for the
+            # backward pass: concatenate into new tensors instead
+            if start > 0:
+                # [batch_size, kv_heads, end, head_size]: what the cache held, then the new ones
+                keys = torch.cat([self.keys, keys], dim=2)
+                values = torch.cat([self.values, values], dim=2)
+            self._keys, self._values = keys, values
+        else:
+            if self._keys is None or end > self._keys.size(2):
+                # 缓冲区放不下：换一个两倍长的，把已有的键和值复制过去
+                # The buffer is full: take one twice as long and copy what it held
+                self._keys = _grown(self._keys, keys, start, max(end, 2 * start))
+                self._values = _grown(self._values, values, start, max(end, 2 * start))
+            # 只写入新的位置：之前取出的 keys、values 视图不受影响
+            # Write the new positions only: views of keys and values taken earlier stay unchanged
+            self._keys[:, :, start:end] = keys
+            self._values[:, :, start:end] = values
+        self._len = end
+
+    def _check_like_held(self, keys: Tensor) -> None:
+        held = (self._keys.size(0), self._keys.size(1), self._keys.size(3))
         new = (keys.size(0), keys.size(1), keys.size(3))
         if held != new:
             raise ValueError(
                 f"cache holds [batch_size, kv_heads, head_size] = {list(held)}, this call gives "
                 f"{list(new)}: use a new KVCache for another batch or model"
             )
-        if keys.dtype != self.keys.dtype:
-            raise TypeError(f"cache holds dtype {self.keys.dtype}, this call gives {keys.dtype}")
-        if keys.device != self.keys.device:
+        if keys.dtype != self._keys.dtype:
+            raise TypeError(f"cache holds dtype {self._keys.dtype}, this call gives {keys.dtype}")
+        if keys.device != self._keys.device:
             raise ValueError(
-                f"cache is on device {self.keys.device}, this call's input is on {keys.device}"
+                f"cache is on device {self._keys.device}, this call's input is on {keys.device}"
             )
-        self.keys = torch.cat([self.keys, keys], dim=2)
-        self.values = torch.cat([self.values, values], dim=2)
+
+
+def _grown(buffer: Tensor | None, new: Tensor, held: int, capacity: int) -> Tensor:
+    """A buffer like ``new`` with ``capacity`` positions that starts with ``buffer``'s first
+    ``held``."""
+    grown = new.new_empty(new.size(0), new.size(1), capacity, new.size(3))
+    if held:
+        grown[:, :, :held] = buffer[:, :, :held]
+    return grown
 
 
 # --8<-- [end:cache]
@@ -428,9 +475,16 @@ class MHA(nn.Module):
             k = cache.keys  # [batch_size, kv_heads, k_len, head_size]
             v = cache.values  # [batch_size, kv_heads, k_len, head_size]
 
+        # 快速路径上只有因果掩码、且 q_len 等于 k_len 或为 1 时，由算子自己处理因果，不必构造掩码
+        # Causal alone on the fast path, with q_len equal to k_len or 1: the kernel handles
+        # causality itself and no mask is built
+        kernel_causal = (
+            self.fast and not need_weights and attn_mask is None and is_causal
+            and q.size(2) in (k.size(2), 1)
+        )
         # 一个掩码：attn_mask 与因果掩码合并；keeps 标出至少还能看到一个键的查询
         # One mask: attn_mask and the causal mask combined; keeps marks the queries that still see a key
-        mask = self._mask(attn_mask, is_causal, q, k)  # [..., q_len, k_len]
+        mask = None if kernel_causal else self._mask(attn_mask, is_causal, q, k)  # [..., q_len, k_len]
         keeps = None if mask is None else _rows_with_a_key(mask)  # [..., q_len, 1]
         if keeps is not None:
             # 一个键都看不到的查询，softmax 会得到 0/0 = NaN：先让它看全部的键，算完再把输出置零
@@ -441,7 +495,7 @@ class MHA(nn.Module):
         if self.fast and not need_weights:
             # 快速路径：融合算子；没有键可看的查询，输出在这里置零
             # Fast path: a fused kernel; queries with no key get their output zeroed here
-            out = self._attend_fast(q, k, v, mask, attn_mask is None and is_causal)  # [batch_size, heads_num, q_len, head_size]
+            out = self._attend_fast(q, k, v, mask, kernel_causal)  # [batch_size, heads_num, q_len, head_size]
             if keeps is not None:
                 out = out.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, head_size]
             weights = None
@@ -508,17 +562,21 @@ class MHA(nn.Module):
 
     # --8<-- [start:fast]
     def _attend_fast(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal_only: bool
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, kernel_causal: bool
     ) -> Tensor:
         """``scaled_dot_product_attention`` on the 4-D q, k, v (the fused kernels' layout).
+        ``kernel_causal``: causal alone, with ``q_len`` equal to ``k_len`` or 1 (``mask`` is
+        ``None`` then).
 
         中文:
             对四维的 q、k、v 调用 ``scaled_dot_product_attention``（融合算子要的布局）。
+            ``kernel_causal``：只有因果掩码，且 ``q_len`` 等于 ``k_len`` 或为 1（此时 ``mask``
+            为 ``None``）。
         """
-        q_len, k_len = q.size(2), k.size(2)
+        q_len = q.size(2)
         dropout_p = self.dropout if self.training else 0.0
         gqa = self.kv_heads != self.heads_num
-        if causal_only and q_len in (k_len, 1):
+        if kernel_causal:
             # 只有因果掩码时：方阵上算子自带的 is_causal 就是同一个下三角，还能跳过被屏蔽的块，
             # 不必读掩码；只有一个（最新的）查询时，它能看到所有键，根本不需要掩码
             # Causal alone: on a square matrix the kernel's own is_causal is the same triangle

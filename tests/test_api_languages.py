@@ -1,7 +1,7 @@
 """The API reference describes every parameter in both languages, and the zh page in Chinese.
 
 The docstrings of ``mha`` are bilingual: English, then a last section ``中文:`` that says the same
-in Chinese with the titles 参数, 返回 and 引发 (``hooks/docstring_language.py``, which also picks
+in Chinese with the titles 参数, 返回, 引发 and 属性 (``hooks/docstring_language.py``, which also picks
 the page's language at build time). For every public callable the API page documents (each ``:::``
 object of ``docs/en/api.md``, and the public methods a class defines, such as ``forward``; a
 class's ``__init__`` is merged into it), read its signature with ``inspect.signature`` and check,
@@ -307,7 +307,13 @@ def test_english_page_drops_the_chinese_part():
 # Pages that show the package's code (the annotated and the pure MHA) can show each docstring in
 # their language: ``source_in_language``. Only docstrings change, each as the API page shows it.
 
-GOOGLE = {"参数": "Args", "返回": "Returns", "引发": "Raises", "示例": "Examples"}
+GOOGLE = {
+    "参数": "Args",
+    "返回": "Returns",
+    "引发": "Raises",
+    "属性": "Attributes",
+    "示例": "Examples",
+}
 
 
 def docstrings_of(tree: ast.Module) -> dict[str, str]:

@@ -458,10 +458,11 @@ def test_decoding_one_position_per_step_after_a_prefill_equals_one_causal_forwar
 
 
 @PROPERTY
-@given(shape=shapes(), seed=seeds, fast=st.booleans(), data=st.data())
+@given(shape=shapes(), seed=seeds, fast=st.booleans(), grad=st.booleans(), data=st.data())
 def test_the_cache_grows_by_each_calls_length_and_holds_every_positions_keys_and_values(
-    shape, seed, fast, data
+    shape, seed, fast, grad, data
 ):
+    # grad False: the buffer path (written in place); True: the concatenating path
     case = build(shape, torch.float32, seed, fast=fast)
     sequence = case.context
     cache = KVCache()
@@ -469,7 +470,9 @@ def test_the_cache_grows_by_each_calls_length_and_holds_every_positions_keys_and
     outs, total = [], 0
     while total < shape.k_len:
         size = data.draw(st.integers(1, shape.k_len - total), label="chunk")
-        outs.append(case.model(sequence[:, total : total + size], is_causal=True, cache=cache))
+        with torch.set_grad_enabled(grad):
+            chunk = sequence[:, total : total + size]
+            outs.append(case.model(chunk, is_causal=True, cache=cache))
         total += size
         expected = (shape.batch_size, shape.kv_heads, total, shape.head_size)
         assert len(cache) == total
@@ -479,6 +482,47 @@ def test_the_cache_grows_by_each_calls_length_and_holds_every_positions_keys_and
     assert_close(cache.keys, k, torch.float32)
     assert_close(cache.values, v, torch.float32)
     assert_close(torch.cat(outs, dim=1), case.model(sequence, is_causal=True), torch.float32)
+
+
+def test_the_cache_buffer_doubles_when_full_and_earlier_views_stay_unchanged():
+    model = full.MHA(20, 4, kv_heads=2).eval()
+    cache = KVCache()
+    capacities, views = [], []
+    with torch.no_grad():
+        for size in (3, 1, 1, 1, 1, 1, 1):
+            before = None if cache.keys is None else cache.keys.clone()
+            views.append((cache.keys, before))
+            model(torch.randn(2, size, 20), is_causal=True, cache=cache)
+            capacities.append(cache._keys.shape)  # [batch_size, kv_heads, capacity, head_size]
+    # 3, then doubled to 6 at the 4th position, to 12 at the 7th
+    assert [c[2] for c in capacities] == [3, 6, 6, 6, 12, 12, 12]
+    assert all(c == (2, 2, c[2], 5) for c in capacities), capacities
+    assert len(cache) == 9 and cache.keys.shape == (2, 2, 9, 5)
+    for view, before in views[1:]:
+        assert torch.equal(view, before), "a view taken earlier changed"
+    # Room left: the next step writes into the same buffer, no copy of the cache
+    held = cache.keys
+    with torch.no_grad():
+        model(torch.randn(2, 1, 20), is_causal=True, cache=cache)
+    assert cache.keys.data_ptr() == held.data_ptr()
+    assert torch.equal(cache.keys[:, :, :9], held)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_gradients_flow_through_cached_steps_as_through_one_causal_forward(fast):
+    torch.manual_seed(0)
+    model = full.MHA(20, 4, fast=fast).eval()
+    x = torch.randn(2, 5, 20, requires_grad=True)
+    cache = KVCache()
+    steps = [model(x[:, :2], is_causal=True, cache=cache)]
+    steps += [model(x[:, t : t + 1], is_causal=True, cache=cache) for t in range(2, 5)]
+    torch.cat(steps, dim=1).pow(2).sum().backward()
+    cached_grads = [x.grad.clone(), model.W_k.weight.grad.clone()]
+    x.grad = None
+    model.zero_grad()
+    model(x, is_causal=True).pow(2).sum().backward()
+    for got, want in zip(cached_grads, [x.grad, model.W_k.weight.grad], strict=True):
+        assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
 
 
 # ---- The pure MHA and the design post's checkpoint --------------------------------------------

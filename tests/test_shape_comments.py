@@ -799,6 +799,13 @@ def is_math(run: Run) -> bool:
     return not run.fast or run.need_weights
 
 
+def kernel_causal(run: Run) -> bool:
+    """The fast path hands causality to the kernel: causal alone, ``q_len`` = ``k_len`` or 1."""
+    dims = run.dims()
+    square_or_one = dims["q_len"] in (dims["k_len"], 1)
+    return not is_math(run) and run.is_causal and run.mask is None and square_or_one
+
+
 def test_full_swapped_q_len_and_k_len_in_the_scores_comment_is_reported_where_they_differ():
     text = "qk = torch.matmul(q, self._repeat_kv(k)"
     mutated = mutate_line(
@@ -869,7 +876,10 @@ def test_full_trailing_dimensions_of_a_mask_comment_are_checked():
     mutated = mutate_line(FULL_SOURCE, text, "[..., q_len, 1]", "[..., 1, q_len]")
     report = check_full(mutated, FULL_NAMESPACE)
     line = _full_line(text)
-    assert runs_reporting(report.mismatches, line) == runs_where(lambda r: r.mask or r.is_causal)
+    # No mask is built where the fast path leaves causality to the kernel (causal alone, square)
+    assert runs_reporting(report.mismatches, line) == runs_where(
+        lambda r: r.mask or (r.is_causal and not kernel_causal(r))
+    )
     assert all(
         "`keeps` commented [..., 1, q_len] = [..., 1, 3], real shape [" in m
         for m in report.mismatches
