@@ -165,8 +165,10 @@ class KVCache:
 
     Empty when created. Each call of [`MHA.forward`][mha.full.MHA.forward] with ``cache=``
     appends its new keys and values along the length dimension and attends over all of them.
-    They are written into buffers that double in length when full, as a Python list does, so a
-    step copies only its own keys and values, not the whole cache.
+    Without gradients (``torch.inference_mode()`` or ``torch.no_grad()``, as in generation) they
+    are written into buffers that double in length when full, as a Python list grows, so a step
+    copies only its own keys and values; with gradients, ``torch.cat`` makes new tensors at each
+    call instead, so that no tensor the backward pass needs is changed.
 
     Attributes:
         keys: ``[batch_size, kv_heads, len, head_size]``, or ``None`` while empty: a view of the
@@ -182,8 +184,10 @@ class KVCache:
         之前各步的键和值，用于逐个位置生成。
 
         创建时为空。每次以 ``cache=`` 调用 [`MHA.forward`][mha.full.MHA.forward]，都会把新算出的键和
-        值沿长度这一维追加进来，再对全部键和值做注意力。键和值写进缓冲区，缓冲区满了就把长度翻倍
-        （和 Python 的 list 一样），所以每一步只复制这一步自己的键和值，而不是整个缓存。
+        值沿长度这一维追加进来，再对全部键和值做注意力。不记录梯度时（``torch.inference_mode()``
+        或 ``torch.no_grad()``，生成时就是这样），键和值写进缓冲区，缓冲区满了就把长度翻倍（和
+        Python 的 list 一样），所以每一步只复制这一步自己的键和值；记录梯度时改用 ``torch.cat``
+        每次新建张量，以免改动反向传播要用的张量。
 
         属性:
             keys: ``[batch_size, kv_heads, len, head_size]``，为空时是 ``None``：缓冲区前
