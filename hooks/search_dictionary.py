@@ -104,7 +104,28 @@ def text_sources(language_dir: Path, root: Path) -> list[Path]:
 
 
 def user_dictionary(config, language_dir: Path, locale: str, root: Path) -> str:
-    """The text of the jieba user dictionary for the pages under ``language_dir``."""
+    """The text of the jieba user dictionary for the pages under ``language_dir``.
+
+    The same on every call in a process: jieba keeps the words it must split (``del_word``, and
+    every ``word 0`` line of a loaded user dictionary) in one global set of its HMM,
+    ``jieba.finalseg.Force_Split_Words``, shared by every tokenizer. A second call (a rebuild of
+    ``mkdocs serve``, after the search plugin loaded this file) would start with the first call's
+    splits: its HMM no longer makes up the glued words, so it would split none of them. The set is
+    emptied for the call and restored after it.
+    """
+    import jieba.finalseg
+
+    forced = jieba.finalseg.Force_Split_Words
+    saved = set(forced)
+    forced.clear()
+    try:
+        return _user_dictionary(config, language_dir, locale, root)
+    finally:
+        forced.clear()
+        forced.update(saved)
+
+
+def _user_dictionary(config, language_dir: Path, locale: str, root: Path) -> str:
     import jieba
     import jieba.posseg
 

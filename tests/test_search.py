@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from sitetools import LANGUAGES, ROOT, mkdocs_config, nav_pages, page_path
+from sitetools import LANGUAGES, ROOT, load_hook, mkdocs_config, nav_pages, page_path
 
 PAGES = nav_pages()
 DEFAULT = LANGUAGES[0]
@@ -143,6 +143,27 @@ def test_user_dictionary_is_generated_from_the_glossary_and_titles(built_site):
     if shutil.which("git"):
         ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=ROOT)
         assert ignored.returncode == 0, f"{path} is generated at build time: it must be ignored"
+
+
+def test_user_dictionary_is_the_same_on_a_second_call(tmp_path):
+    """``mkdocs serve`` rebuilds in one process, after the search plugin loaded the file
+    into jieba: the dictionary must come out the same, or a rebuild indexes the pages otherwise."""
+    import jieba
+    from mkdocs.config import load_config
+
+    hook = load_hook("search_dictionary")
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    docs = ROOT / "docs" / "zh"
+    first = hook.user_dictionary(config, docs, "zh", ROOT)
+    # What the search plugin does with the file: its "word 0" lines change jieba's global state.
+    (tmp_path / "user.txt").write_text(first, encoding="utf-8")
+    jieba.load_userdict(str(tmp_path / "user.txt"))
+    second = hook.user_dictionary(config, docs, "zh", ROOT)
+    assert second == first, (
+        f"only in the first: {sorted(set(first.split(chr(10))) - set(second.split(chr(10))))}, "
+        f"only in the second: {sorted(set(second.split(chr(10))) - set(first.split(chr(10))))}"
+    )
+    assert "个头 0" in first.splitlines(), "the test needs a dictionary that splits words"
 
 
 def test_chinese_index_cuts_the_sites_terms_whole(built_site):
