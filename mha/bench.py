@@ -795,11 +795,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.batch, args.hidden, args.heads = 2, 64, 8
         default_seq, repeats = "16,32", 3
-        args.decode_seq, args.gqa_seq, args.parts_from = [32], 32, 32
+        args.decode_seq, args.gqa_seq, args.parts_from = [16, 32], 32, 32
         args.mem_seq = args.mem_seq or "32"
     else:
         default_seq, repeats = "64,128,256,512,1024,2048,4096", 7
-        args.decode_seq, args.gqa_seq, args.parts_from = [1024], 1024, 1024
+        args.decode_seq, args.gqa_seq, args.parts_from = [256, 1024, 4096], 1024, 1024
     args.seq = [int(s) for s in (args.seq or default_seq).split(",") if s.strip()]
     if not args.seq or any(s < 2 for s in args.seq):
         p.error(f"--seq needs lengths >= 2, got {args.seq}")
