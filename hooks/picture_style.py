@@ -62,10 +62,50 @@ def text_of(head: int) -> tuple[str, str]:
     return f"mha-t{head % head_count()}", HEADS_LIGHT[head % head_count()]
 
 
+class Rect(str):
+    """The markup of one ``<rect>`` (a part of an ``Svg``), with its geometry and its paint
+    (class, fill, stroke, dashes, corners) apart, so that ``Svg`` can share the paint of a run."""
+
+    geometry: str
+    paint: str
+
+    @classmethod
+    def make(cls, geometry: str, paint: str) -> Rect:
+        rect = cls(f"<rect {geometry}{paint}/>")
+        rect.geometry, rect.paint = geometry, paint
+        return rect
+
+
+def grouped(parts: list[str]) -> str:
+    """The parts as markup; each run of two or more consecutive ``Rect`` of the same paint is one
+    ``<g>`` carrying that paint, its rects only their geometry. The picture looks the same: fill,
+    stroke and dashes are inherited, the classes colour the group as they coloured each cell
+    (``docs/assets/mha.css``), and none of them sets opacity. A grid of cells is most of the bytes
+    of the walkthrough's pictures; a shared paint halves them."""
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        j = i + 1
+        if isinstance(part, Rect):
+            while j < len(parts) and isinstance(parts[j], Rect) and parts[j].paint == part.paint:
+                j += 1
+        if j - i > 1:
+            out.append(f"<g{part.paint}>")
+            out += [f"<rect {rect.geometry}/>" for rect in parts[i:j]]
+            out.append("</g>")
+        else:
+            out.append(part)
+        i = j
+    return "".join(out)
+
+
 class Svg:
     """An SVG picture built element by element; ``str()`` gives the markup.
 
     ``name`` makes its ids unique on the page (several pictures share one HTML document).
+    Numbers are written as short as they are (``:g``); attributes at their default value
+    (``rx="0"``, ``text-anchor="start"``) are left out.
     """
 
     def __init__(self, name: str, title: str, description: str = ""):
@@ -78,9 +118,12 @@ class Svg:
 
     def rect(self, x, y, w, h, cls="", fill="none", stroke="none", dashed=False, rx=0) -> None:
         dash = ' stroke-dasharray="3 2"' if dashed else ""
+        corner = f' rx="{rx:g}"' if rx else ""
         self.parts.append(
-            f'<rect x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" rx="{rx:g}" class="{cls}"'
-            f' fill="{fill}" stroke="{stroke}"{dash}/>'
+            Rect.make(
+                f'x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}"',
+                f' class="{cls}" fill="{fill}" stroke="{stroke}"{dash}{corner}',
+            )
         )
         self.grow(x + w, y + h)
 
@@ -136,9 +179,10 @@ class Svg:
             f'<tspan class="{c}">{escape(t)}</tspan>' if c else escape(t) for t, c in spans
         )
         fill = "currentColor"
+        align = f' text-anchor="{anchor}"' if anchor != "start" else ""
         self.parts.append(
             f'<text x="{x:g}" y="{y:g}" class="{cls}{code_cls}" font-size="{size:g}"'
-            f' text-anchor="{anchor}" fill="{fill}"{family}{weight}>{inner}</text>'
+            f'{align} fill="{fill}"{family}{weight}>{inner}</text>'
         )
         content = "".join(t for t, _ in spans)
         per = width_per_char or (0.62 * size if code else 0.56 * size)
@@ -159,5 +203,5 @@ class Svg:
         return (
             f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}"'
             f' width="{width}" height="{height}" role="img" {labelled} class="mha-picture">'
-            f'<title id="{tid}">{escape(self.title)}</title>{desc}' + "".join(self.parts) + "</svg>"
+            f'<title id="{tid}">{escape(self.title)}</title>{desc}' + grouped(self.parts) + "</svg>"
         )
