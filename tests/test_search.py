@@ -34,6 +34,10 @@ HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 ARTICLE = re.compile(r'<article class="md-content__inner[^"]*">(.*?)</article>', re.S)
 CONFIG = re.compile(r'<script id="__config" type="application/json">(.*?)</script>', re.S)
 TAG = re.compile(r"<[^>]+>")
+EXCLUDED = re.compile(
+    r"<svg data-search-exclude.*?</svg>", re.S
+)  # the pictures (hooks/pictures.py)
+PICTURE_TITLE = re.compile(r"<svg data-search-exclude[^>]*>\s*<title[^>]*>([^<]+)</title>")
 GLOSSARY = ROOT / "docs" / "zh" / "glossary.md"
 
 # Terms of the glossary, searched by a reader of each language; the last two of each list are the
@@ -64,10 +68,11 @@ def separator(site: Path) -> re.Pattern:
 
 
 def article_text(site: Path, lang: str, page: str) -> str:
+    """The text search indexes: the article's, without the pictures (``data-search-exclude``)."""
     source = (site / page_path(lang, page) / "index.html").read_text(encoding="utf-8")
     match = ARTICLE.search(source)
     assert match, f"{lang}/{page}: no article"
-    return html.unescape(TAG.sub("", match.group(1)))
+    return html.unescape(TAG.sub("", EXCLUDED.sub("", match.group(1))))
 
 
 def uses(text: str, term: str) -> bool:
@@ -164,6 +169,25 @@ def test_user_dictionary_is_the_same_on_a_second_call(tmp_path):
         f"only in the second: {sorted(set(second.split(chr(10))) - set(first.split(chr(10))))}"
     )
     assert "个头 0" in first.splitlines(), "the test needs a dictionary that splits words"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_index_leaves_the_pictures_out(built_site, lang):
+    """Every page loads its language's index: the pictures' labels and the hover text of each
+    heatmap cell (头 0，查询“猫”，键“坐”：0.15) would be a third of it, and no one searches them."""
+    texts = "".join(
+        doc["title"] + doc["text"] for doc in load_index(built_site, lang)["docs"]
+    ).replace("\u200b", "")
+    titles = [
+        html.unescape(title)
+        for page in PAGES
+        for title in PICTURE_TITLE.findall(
+            (built_site / page_path(lang, page) / "index.html").read_text(encoding="utf-8")
+        )
+    ]
+    assert len(titles) > 20, f"{lang}: only {len(titles)} pictures found"
+    indexed = [title for title in titles if title in texts]
+    assert not indexed, f"{lang}: pictures in the search index: {indexed[:3]}"
 
 
 def test_chinese_index_cuts_the_sites_terms_whole(built_site):
