@@ -177,7 +177,8 @@ class Svg:
         width, used only to size the picture."""
         if isinstance(spans, str):
             spans = [(spans, "")]
-        family = ' font-family="var(--md-code-font-family, monospace)"' if code else ""
+        # The site's code font comes from mha.css (class mha-code); standalone, a monospace one.
+        family = ' font-family="monospace"' if code else ""
         weight = ' font-weight="bold"' if bold else ""
         code_cls = " mha-code" if code else ""
         inner = "".join(
