@@ -37,6 +37,7 @@ import hashlib
 import html
 import io
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -123,14 +124,17 @@ def on_post_build(config, **kwargs):
     digest = hashlib.sha256(VERSION + source + "".join(sorted(chars)).encode()).hexdigest()
     cache = Path(config.config_file_path).resolve().parent / CACHE / f"{digest[:32]}.woff2"
     data = _memo.get(digest)
-    if data is None and cache.is_file():
-        data = cache.read_bytes()
     if data is None:
-        data = subset(source, chars)
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        for old in cache.parent.glob("*.woff2"):
-            old.unlink()
-        cache.write_bytes(data)
+        try:
+            data = cache.read_bytes()
+        except OSError:  # not cut yet (or removed by a concurrent build): cut it
+            data = subset(source, chars)
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            for old in cache.parent.glob("*.woff2"):
+                old.unlink(missing_ok=True)
+            partial = cache.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_bytes(data)
+            os.replace(partial, cache)  # whole or absent, for a build running beside this one
     _memo[digest] = data
     target.write_bytes(data)
     log.debug("math font: %d characters, %d of %d bytes", len(chars), len(data), len(source))
