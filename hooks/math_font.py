@@ -2,9 +2,10 @@
 
 The math font, Noto Sans Math (SIL Open Font License, which allows subsetting), is installed at
 set-up into ``docs/assets/fonts/noto-sans-math.woff2`` (``make setup``; git-ignored). That file
-has about 3000 characters and weighs 270 KB, more than everything else a page loads together.
-The site's formulas (MathML made by ``hooks/mathml.py``; ``docs/assets/mha.css`` draws every
-``<math>`` with this font and nothing else) use about 70 of them.
+has about 3000 characters and weighs 270 KB: more than the rest of what the heaviest page
+loaded (249 KB, text gzip-compressed; ``tests/test_page_weight.py``). The site's formulas
+(MathML made by ``hooks/mathml.py``; ``docs/assets/mha.css`` draws every ``<math>`` with this
+font and nothing else) use about 70 of them.
 
 After the build, this hook reads the text of every ``<math>`` element of every built page and
 writes, in place of the copied font (same name, so ``mha.css`` is unchanged), a WOFF2 subset
