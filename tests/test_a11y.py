@@ -50,8 +50,9 @@ def axe_script(browser) -> str:
 
 
 @pytest.fixture(scope="module")
-def tabs(browser, site_url):
-    """One tab per (screen, scheme), each reused for every page it opens."""
+def tabs(browser, site_url, axe_script):
+    """One tab per (screen, scheme), each reused for every page it opens; axe-core is in every
+    page the tab opens (an init script: cheaper than adding it after each load)."""
     made: dict[tuple[str, str], Tab] = {}
     contexts = []
 
@@ -59,6 +60,7 @@ def tabs(browser, site_url):
         if (screen, scheme) not in made:
             viewport = DESKTOP if screen == "desktop" else PHONE
             context = browser.new_context(viewport=viewport, color_scheme=scheme)
+            context.add_init_script(path=axe_script)
             contexts.append(context)
             made[screen, scheme] = Tab(context, site_url)
         return made[screen, scheme]
