@@ -82,12 +82,23 @@ def open_page(tab: Tab, lang: str, page: str, scheme: str, query: str = ""):
     return p
 
 
-def axe_violations(p, axe_script: str) -> list[dict]:
-    """axe's WCAG 2 A/AA violations on the page as it is now, less the PENDING ones."""
+def start_axe(p, axe_script: str) -> None:
+    """Start axe's WCAG 2 A/AA check of the page as it is now; ``axe_result`` waits for it. It
+    starts in the page's next task, so this returns at once and other tabs, each in its own
+    renderer process, can check their pages meanwhile."""
     p.evaluate("document.fonts.ready")
     if not p.evaluate("typeof axe !== 'undefined'"):
         p.add_script_tag(path=axe_script)
-    found = p.evaluate("options => axe.run(document, options)", AXE_OPTIONS)
+    p.evaluate(
+        "options => { window.mhaAxe = new Promise(go => setTimeout(go))"
+        ".then(() => axe.run(document, options)); }",
+        AXE_OPTIONS,
+    )
+
+
+def axe_result(p) -> list[dict]:
+    """The violations found by the check ``start_axe`` started on the page, less the PENDING."""
+    found = p.evaluate("() => window.mhaAxe")
     matches = "([target, selector]) => document.querySelector(target).matches(selector)"
     kept = []
     for violation in found["violations"]:
@@ -100,6 +111,86 @@ def axe_violations(p, axe_script: str) -> list[dict]:
         if nodes:
             kept.append({**violation, "nodes": nodes})
     return kept
+
+
+def axe_violations(p, axe_script: str) -> list[dict]:
+    """axe's WCAG 2 A/AA violations on the page as it is now, less the PENDING ones."""
+    start_axe(p, axe_script)
+    return axe_result(p)
+
+
+# The page checks: (screen, scheme, lang, page), each in the tab of its screen and scheme.
+VARIANTS = (("desktop", "light"), ("desktop", "dark"), ("phone", "light"))
+
+
+class PageChecks:
+    """The page checks of the tests below, each run in its own tab. When a test checks a page,
+    the checks of the same page in the other tabs that selected tests still want start too, so
+    that the two cores run them side by side; each result waits, kept, for its own test, which
+    asserts on it. A check whose start fails is left to its own test, which reports the error."""
+
+    def __init__(self, tabs, axe_script: str, wanted: set[tuple[str, str, str, str]]):
+        self.tabs, self.axe_script, self.wanted = tabs, axe_script, wanted
+        self.running: dict[tuple[str, str], tuple[str, str, str, str]] = {}
+        self.results: dict[tuple[str, str, str, str], list[dict]] = {}
+
+    def tab(self, screen: str, scheme: str) -> Tab:
+        """The tab, once the check running in it (if any) is done and its result kept."""
+        check = self.running.pop((screen, scheme), None)
+        if check is not None:
+            try:
+                self.results[check] = self._finish(check)
+            except Exception:  # its own test runs it again and reports the error
+                pass
+        return self.tabs(screen, scheme)
+
+    def _start(self, check: tuple[str, str, str, str]) -> None:
+        screen, scheme, lang, page = check
+        p = open_page(self.tab(screen, scheme), lang, page, scheme)
+        start_axe(p, self.axe_script)
+        self.running[screen, scheme] = check
+
+    def _finish(self, check: tuple[str, str, str, str]) -> list[dict]:
+        screen, scheme, lang, page = check
+        p = self.tabs(screen, scheme).page
+        found = axe_result(p)
+        if screen == "desktop" and page == "walkthrough.md":
+            # code-heavy: its colours, looked at in screenshots/
+            p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
+            screenshot(p, f"a11y-{lang}-walkthrough-{scheme}.png")
+        return found
+
+    def violations(self, screen: str, scheme: str, lang: str, page: str) -> list[dict]:
+        check = (screen, scheme, lang, page)
+        self.wanted.discard(check)
+        if check not in self.results and self.running.get((screen, scheme)) != check:
+            self._start(check)
+        for other in VARIANTS:
+            twin = (*other, lang, page)
+            if twin in self.wanted and twin not in self.results and self.running.get(other) != twin:
+                try:
+                    self._start(twin)
+                except Exception:  # its own test starts it again and reports the error
+                    self.running.pop(other, None)
+        if check in self.results:
+            return self.results.pop(check)
+        del self.running[screen, scheme]
+        return self._finish(check)
+
+
+@pytest.fixture(scope="module")
+def page_checks(request, tabs, axe_script) -> PageChecks:
+    """The page checks the selected tests of this module ask for."""
+    wanted = set()
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "page" not in params or getattr(item, "module", None) is not request.module:
+            continue
+        if item.originalname == "test_page_has_no_wcag_violation":
+            wanted.add(("desktop", params["scheme"], params["lang"], params["page"]))
+        elif item.originalname == "test_page_on_a_phone_has_no_wcag_violation":
+            wanted.add(("phone", "light", params["lang"], params["page"]))
+    return PageChecks(tabs, axe_script, wanted)
 
 
 def report(violations: list[dict], where: str) -> str:
@@ -130,28 +221,25 @@ def test_every_scheme_is_the_palette_of_mkdocs_yml():
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("page", PAGES)
-def test_page_has_no_wcag_violation(tabs, axe_script, page, lang, scheme):
-    p = open_page(tabs("desktop", scheme), lang, page, scheme)
-    found = axe_violations(p, axe_script)
-    if page == "walkthrough.md":  # code-heavy: its colours, looked at in screenshots/
-        p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
-        screenshot(p, f"a11y-{lang}-walkthrough-{scheme}.png")
+def test_page_has_no_wcag_violation(page_checks, page, lang, scheme):
+    found = page_checks.violations("desktop", scheme, lang, page)
     assert not found, report(found, f"{lang}/{page} ({scheme})")
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("page", PAGES)
-def test_page_on_a_phone_has_no_wcag_violation(tabs, axe_script, page, lang):
+def test_page_on_a_phone_has_no_wcag_violation(page_checks, page, lang):
     """390 px wide, light scheme (the colours are the desktop's, checked above in both schemes)."""
-    p = open_page(tabs("phone", "light"), lang, page, "light")
-    found = axe_violations(p, axe_script)
+    found = page_checks.violations("phone", "light", lang, page)
     assert not found, report(found, f"{lang}/{page} (phone)")
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_search_highlight_and_language_menu_have_no_wcag_violation(tabs, axe_script, lang, scheme):
-    tab = tabs("desktop", scheme)
+def test_search_highlight_and_language_menu_have_no_wcag_violation(
+    page_checks, axe_script, lang, scheme
+):
+    tab = page_checks.tab("desktop", scheme)
     term = SEARCH_TERMS[lang]
 
     p = open_page(tab, lang, "index.md", scheme)
