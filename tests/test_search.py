@@ -222,22 +222,16 @@ def test_chinese_index_cuts_the_sites_terms_whole(built_site):
 
 @pytest.fixture(scope="module")
 def search_page(browser, site_url):
+    """A tab that keeps the HTTP cache (the index is fetched once per language) and records any
+    request to another host (``Tab``: Chromium itself cannot resolve one)."""
+    from test_browser import Tab
+
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    outside: list[str] = []
-
-    def route(request_route):
-        if urlsplit(request_route.request.url).hostname == "127.0.0.1":
-            request_route.continue_()
-        else:
-            outside.append(request_route.request.url)
-            request_route.abort()
-
-    context.route("**/*", route)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    yield page
+    tab = Tab(context, site_url)
+    tab.page.set_default_timeout(15_000)
+    yield tab.page
     context.close()
-    assert not outside, f"requests to other hosts: {outside}"
+    assert not tab.outside, f"requests to other hosts: {tab.outside}"
 
 
 def search(page, site_url: str, lang: str, query: str) -> list[str]:
