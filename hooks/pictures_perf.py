@@ -291,12 +291,20 @@ def yes_no(value: bool, language: str) -> str:
     return tr(language, "yes", "是") if value else tr(language, "no", "否")
 
 
-def pivot(rows: list[dict], field: str, language: str, causal_column: bool = True) -> str:
-    """Rows of (L, causal), a column per implementation."""
+def pivot(
+    rows: list[dict],
+    field: str,
+    language: str,
+    causal_column: bool = True,
+    extra: tuple[str, dict[int, float]] | None = None,
+) -> str:
+    """Rows of (L, causal), a column per implementation; ``extra``: a last column's title and its
+    value per L."""
     impls = impl_order(rows)
     keys = sorted({(r["seq_len"], bool(r.get("causal"))) for r in rows}, key=lambda k: (k[1], k[0]))
     header = ["L"] + ([tr(language, "causal", "因果")] if causal_column else [])
     header += [impl_label(i, language) for i in impls]
+    header += [extra[0]] if extra else []
     body = []
     for seq_len, causal in keys:
         cells = {
@@ -305,8 +313,17 @@ def pivot(rows: list[dict], field: str, language: str, causal_column: bool = Tru
             if r["seq_len"] == seq_len and bool(r.get("causal")) == causal
         }
         line = [str(seq_len)] + ([yes_no(causal, language)] if causal_column else [])
-        body.append(line + [number(cells.get(i)) for i in impls])
+        line += [number(cells.get(i)) for i in impls]
+        body.append(line + ([number(extra[1].get(seq_len))] if extra else []))
     return markdown_table(header, body)
+
+
+def table_forward_gemm(results: dict, language: str) -> str:
+    """The GEMM fractions, and the reference GEMM rate each length was divided by."""
+    dtype = results["config"]["dtype"]
+    rates = {g["seq_len"]: g["gflops"] for g in results.get("gemm", []) if g["dtype"] == dtype}
+    title = tr(language, "GEMM, GFLOP/s", "GEMM，GFLOP/s")
+    return pivot(main_rows(results["forward"]), "fraction_of_gemm", language, extra=(title, rates))
 
 
 def table_machine(results: dict, language: str) -> str:
@@ -414,7 +431,7 @@ TABLES = {
     "machine": table_machine,
     "forward": lambda r, lang: pivot(main_rows(r["forward"]), "median_ms", lang),
     "forward-ratio": lambda r, lang: pivot(main_rows(r["forward"]), "ratio_vs_torch", lang),
-    "forward-gemm": lambda r, lang: pivot(main_rows(r["forward"]), "fraction_of_gemm", lang),
+    "forward-gemm": table_forward_gemm,
     "backward": lambda r, lang: pivot(main_rows(r["backward"]), "median_ms", lang),
     "memory": lambda r, lang: pivot(
         main_rows(r["memory"]), "peak_growth_mb", lang, causal_column=False
