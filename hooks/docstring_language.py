@@ -21,7 +21,8 @@ section ``中文:`` that says the same in Chinese, in the same Google style with
 part, and Sybil runs them once. When mkdocstrings loads the package, the griffe extension
 ``DocstringLanguage`` keeps one language in each docstring (``in_language``): for ``en`` the
 docstring without its ``中文:`` section; for ``zh`` the Chinese section, its titles mapped to
-Google's (参数 → Args, 返回 → Returns, 引发 → Raises, 属性 → Attributes), followed by the English part's ``Examples:``.
+Google's (参数 → Args, 返回 → Returns, 引发 → Raises, 属性 → Attributes), followed by the English
+part's ``Examples:``.
 
 mkdocs-static-i18n builds one language after the other and runs every ``on_config`` before each
 build; mkdocstrings makes new handlers in its ``on_config``, so each build loads the package anew

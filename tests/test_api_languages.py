@@ -1,11 +1,11 @@
 """The API reference describes every parameter in both languages, and the zh page in Chinese.
 
-The docstrings of ``mha`` are bilingual: English, then a last section ``中文:`` that says the same
-in Chinese with the titles 参数, 返回, 引发 and 属性 (``hooks/docstring_language.py``, which also picks
-the page's language at build time). For every public callable the API page documents (each ``:::``
-object of ``docs/en/api.md``, and the public methods a class defines, such as ``forward``; a
-class's ``__init__`` is merged into it), read its signature with ``inspect.signature`` and check,
-in each language:
+The docstrings of ``mha`` are bilingual: English, then a last section ``中文:`` that says
+the same in Chinese with the titles 参数, 返回, 引发 and 属性 (``hooks/docstring_language.py``,
+which also picks the page's language at build time). For every public callable the API
+page documents (each ``:::`` object of ``docs/en/api.md``, and the public methods a
+class defines, such as ``forward``; a class's ``__init__`` is merged into it), read its
+signature with ``inspect.signature`` and check, in each language:
 
 - a summary, and every parameter of the signature (``self`` aside) described, none extra;
 - a Returns section when the callable returns something;
