@@ -15,7 +15,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+
 # ---- The design post's code, verbatim (the seed we explain; not ours) --------------------------
+def design_sizes(batch_size: int, seq_len: int, heads_num: int, head_size: int) -> dict[str, int]:
+    """The design's dimension names and their sizes (``hidden_size`` = ``heads_num * head_size``)."""
+    return {
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "heads_num": heads_num,
+        "head_size": head_size,
+        "hidden_size": heads_num * head_size,
+    }
+
+
 DESIGN_SOURCE = """\
 import torch
 import torch.nn as nn

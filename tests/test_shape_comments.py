@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from helpers import DESIGN_FILENAME, DESIGN_SOURCE, exec_module_source
+from helpers import DESIGN_FILENAME, DESIGN_SOURCE, design_sizes, exec_module_source
 from torch import Tensor
 
 import mha.annotated
@@ -46,16 +46,6 @@ SIZE_SETS = [(2, 3, 4, 5), (3, 5, 2, 7)]
 
 # q, k, v; their three views; their three transposes; qk, attn, out (x3): one comment each.
 EXPECTED_COMMENTS = 14
-
-
-def dims_of(batch_size: int, seq_len: int, heads_num: int, head_size: int) -> dict[str, int]:
-    return {
-        "batch_size": batch_size,
-        "seq_len": seq_len,
-        "heads_num": heads_num,
-        "head_size": head_size,
-        "hidden_size": heads_num * head_size,
-    }
 
 
 @dataclass(frozen=True)
@@ -297,7 +287,7 @@ def check_shape_comments(
     report = Report(problems=list(stray))
     if error is not None:
         report.problems.insert(0, f"forward raised {type(error).__name__}: {error}")
-    return compare(found, executed, dims_of(*sizes), report)
+    return compare(found, executed, design_sizes(*sizes), report)
 
 
 ANNOTATED_SOURCE = inspect.getsource(mha.annotated)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import design_sizes
 
 import mha.annotated
 import mha.full
@@ -18,16 +19,6 @@ import mha.pure
 from mha.trace import dims_of, record
 
 SIZE_SETS = [(2, 3, 4, 5), (3, 5, 2, 7), (1, 6, 3, 2)]
-
-
-def sizes_of(batch_size, seq_len, heads_num, head_size):
-    return {
-        "batch_size": batch_size,
-        "seq_len": seq_len,
-        "heads_num": heads_num,
-        "head_size": head_size,
-        "hidden_size": heads_num * head_size,
-    }
 
 
 def run(cls, sizes):
@@ -39,7 +30,7 @@ def run(cls, sizes):
 
 @pytest.mark.parametrize("sizes", SIZE_SETS, ids=str)
 def test_every_commented_step_has_the_shape_its_comment_states(sizes):
-    names = sizes_of(*sizes)
+    names = design_sizes(*sizes)
     commented = [s for s in run(mha.annotated.MHA, sizes) if s.comment]
     assert len(commented) == 14  # q, k, v; 3 views; 3 transposes; qk, attn, out x3
     for step in commented:
@@ -85,7 +76,7 @@ def test_full_with_a_cache_records_the_cached_length():
 
 
 def test_dims_of_names_each_dimension_or_gives_up_when_sizes_repeat():
-    names = sizes_of(2, 3, 4, 5)
+    names = design_sizes(2, 3, 4, 5)
     assert dims_of((2, 4, 3, 5), names) == ("batch_size", "heads_num", "seq_len", "head_size")
     assert dims_of((2, 7), names) is None
-    assert dims_of((2, 4), sizes_of(2, 4, 4, 5)) is None
+    assert dims_of((2, 4), design_sizes(2, 4, 4, 5)) is None
