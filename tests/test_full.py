@@ -487,17 +487,21 @@ def test_the_cache_grows_by_each_calls_length_and_holds_every_positions_keys_and
 def test_the_cache_buffer_doubles_when_full_and_earlier_views_stay_unchanged():
     model = full.MHA(20, 4, kv_heads=2).eval()
     cache = KVCache()
-    capacities, views = [], []
+    capacities, views, copied = [], [], 0
     with torch.no_grad():
         for size in (3, 1, 1, 1, 1, 1, 1):
             before = None if cache.keys is None else cache.keys.clone()
             views.append((cache.keys, before))
+            if capacities and len(cache) + size > capacities[-1][2]:
+                copied += len(cache)  # a doubling copies what the cache holds
             model(torch.randn(2, size, 20), is_causal=True, cache=cache)
             capacities.append(cache._keys.shape)  # [batch_size, kv_heads, capacity, head_size]
     # 3, then doubled to 6 at the 4th position, to 12 at the 7th
     assert [c[2] for c in capacities] == [3, 6, 6, 6, 12, 12, 12]
     assert all(c == (2, 2, c[2], 5) for c in capacities), capacities
     assert len(cache) == 9 and cache.keys.shape == (2, 2, 9, 5)
+    # the cache page's claim: generating n positions copies fewer than 2n in all
+    assert copied == 3 + 6 and copied < 2 * len(cache), copied
     for view, before in views[1:]:
         assert torch.equal(view, before), "a view taken earlier changed"
     # Room left: the next step writes into the same buffer, no copy of the cache
