@@ -164,35 +164,41 @@ class KVCache:
     """The keys and values of earlier steps, for generation one position at a time.
 
     Empty when created. Each call of [`MHA.forward`][mha.full.MHA.forward] with ``cache=``
-    appends its new keys and values along the length dimension and attends over all of them.
-    Without gradients (``torch.inference_mode()`` or ``torch.no_grad()``, as in generation) they
-    are written into buffers that double in length when full, as a Python list grows, so a step
-    copies only its own keys and values; with gradients, ``torch.cat`` makes new tensors at each
-    call instead, so that no tensor the backward pass needs is changed.
+    appends its new keys and values along the length dimension and attends over all of them
+    (if that attention fails, the cache is left as it was). When nothing that autograd records
+    can see the cache (no gradients, as under ``torch.inference_mode()`` or ``torch.no_grad()``
+    in generation; or none of the queries, keys and values requires grad), the keys and values
+    are written into buffers that double in length when full, so a step copies its own keys and
+    values and, amortised, a constant amount more. Otherwise ``torch.cat`` makes new tensors at
+    each call, so that no tensor the backward pass needs is changed.
 
     Attributes:
-        keys: ``[batch_size, kv_heads, len, head_size]``, or ``None`` while empty: a view of the
-            first ``len`` positions of the buffer.
-        values: ``[batch_size, kv_heads, len, head_size]``, or ``None`` while empty.
+        keys: ``[batch_size, kv_heads, len, head_size]`` (``len`` is ``len(cache)``), a view of
+            the first ``len`` positions of the buffer; ``None`` before the first append.
+        values: ``[batch_size, kv_heads, len, head_size]``; ``None`` before the first append.
 
     Examples:
         >>> cache = KVCache()
         >>> len(cache), cache.keys
         (0, None)
+        >>> cache.append(torch.zeros(1, 2, 5, 3), torch.zeros(1, 2, 5, 3))
+        >>> cache.crop(4)  # keep positions 0-3, say to generate position 4 again
+        >>> len(cache), cache.keys.shape
+        (4, torch.Size([1, 2, 4, 3]))
 
     中文:
         之前各步的键和值，用于逐个位置生成。
 
         创建时为空。每次以 ``cache=`` 调用 [`MHA.forward`][mha.full.MHA.forward]，都会把新算出的键和
-        值沿长度这一维追加进来，再对全部键和值做注意力。不记录梯度时（``torch.inference_mode()``
-        或 ``torch.no_grad()``，生成时就是这样），键和值写进缓冲区，缓冲区满了就把长度翻倍（和
-        Python 的 list 一样），所以每一步只复制这一步自己的键和值；记录梯度时改用 ``torch.cat``
-        每次新建张量，以免改动反向传播要用的张量。
+        值沿长度这一维追加进来，再对全部键和值做注意力（注意力失败时缓存保持原样）。自动求导记录不到
+        缓存时（不记录梯度，比如生成时的 ``torch.inference_mode()`` 或 ``torch.no_grad()``；或者查询、
+        键、值都不要求梯度），键和值写进缓冲区，缓冲区满了就把长度翻倍，所以每一步复制自己的键和值，
+        均摊下来再多复制常数个位置。否则每次用 ``torch.cat`` 新建张量，以免改动反向传播要用的张量。
 
         属性:
-            keys: ``[batch_size, kv_heads, len, head_size]``，为空时是 ``None``：缓冲区前
-                ``len`` 个位置的视图。
-            values: ``[batch_size, kv_heads, len, head_size]``，为空时是 ``None``。
+            keys: ``[batch_size, kv_heads, len, head_size]``（``len`` 即 ``len(cache)``），缓冲区前
+                ``len`` 个位置的视图；第一次追加之前是 ``None``。
+            values: ``[batch_size, kv_heads, len, head_size]``；第一次追加之前是 ``None``。
     """
 
     def __init__(self) -> None:
@@ -211,45 +217,51 @@ class KVCache:
     def values(self) -> Tensor | None:
         return None if self._values is None else self._values[:, :, : self._len]
 
-    def append(self, keys: Tensor, values: Tensor) -> None:
+    def append(self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None) -> None:
         """Append new keys and values, each ``[batch_size, kv_heads, new_len, head_size]``.
 
         Args:
             keys: the new keys.
-            values: the new values, same shape as ``keys``.
+            values: the new values, same shape, dtype and device as ``keys``.
+            queries: the queries that will attend over the cache, if any. When gradients are
+                recorded and they require grad, the attention saves the cached keys for the
+                backward pass, so they are copied (``torch.cat``), not written in place.
 
         Raises:
-            ValueError: the batch size, ``kv_heads`` or ``head_size`` differ from the cached
-                ones, or the device does.
-            TypeError: the dtype differs from the cached one.
+            ValueError: ``values`` has another shape or device than ``keys``, or the batch size,
+                ``kv_heads``, ``head_size`` or device differ from the cached ones.
+            TypeError: ``values`` has another dtype than ``keys``, or the dtype differs from the
+                cached one.
 
         中文:
             追加新的键和值，形状都是 ``[batch_size, kv_heads, new_len, head_size]``。
 
             参数:
                 keys: 新的键。
-                values: 新的值，形状与 ``keys`` 相同。
+                values: 新的值，形状、dtype 和设备都与 ``keys`` 相同。
+                queries: 之后要对缓存做注意力的查询（如果有）。记录梯度且它们要求梯度时，注意力会
+                    为反向传播保存缓存里的键，所以这时复制（``torch.cat``），不原地写入。
 
             引发:
-                ValueError: 批大小、``kv_heads`` 或 ``head_size`` 与缓存里的不同，或者设备不同。
-                TypeError: dtype 与缓存里的不同。
+                ValueError: ``values`` 的形状或设备与 ``keys`` 不同，或者批大小、``kv_heads``、
+                    ``head_size``、设备与缓存里的不同。
+                TypeError: ``values`` 的 dtype 与 ``keys`` 不同，或者 dtype 与缓存里的不同。
         """
-        if self._keys is not None:
-            self._check_like_held(keys)
+        self._check(keys, values)
         start, end = self._len, self._len + keys.size(2)
-        if torch.is_grad_enabled() and (keys.requires_grad or values.requires_grad):
-            # 要求梯度时不能原地写入（反向传播要用的张量会被改掉），改为拼接成新张量
-            # When gradients are needed, writing in place would change tensors saved for the
-            # backward pass: concatenate into new tensors instead
+        if self._recorded(keys, values, queries):
+            # 自动求导看得到缓存：原地写入会改掉反向传播要用的张量，改为拼接成新张量
+            # Autograd can see the cache: writing in place would change tensors saved for the
+            # backward pass, so concatenate into new tensors instead
             if start > 0:
-                # [batch_size, kv_heads, end, head_size]: what the cache held, then the new ones
-                keys = torch.cat([self.keys, keys], dim=2)
-                values = torch.cat([self.values, values], dim=2)
+                keys = torch.cat([self.keys, keys], dim=2)  # [batch_size, kv_heads, end, head_size]
+                values = torch.cat([self.values, values], dim=2)  # [batch_size, kv_heads, end, head_size]
             self._keys, self._values = keys, values
         else:
-            if self._keys is None or end > self._keys.size(2):
-                # 缓冲区放不下：换一个两倍长的，把已有的键和值复制过去
-                # The buffer is full: take one twice as long and copy what it held
+            if self._keys is None or end > self._keys.size(2) or self._frozen():
+                # 缓冲区放不下（或是推理模式之外改不了的推理张量）：换一个两倍长的，把已有的键和值复制过去
+                # The buffer is full (or an inference tensor, which cannot change outside
+                # inference mode): take one twice as long and copy what it held
                 self._keys = _grown(self._keys, keys, start, max(end, 2 * start))
                 self._values = _grown(self._values, values, start, max(end, 2 * start))
             # 只写入新的位置：之前取出的 keys、values 视图不受影响
@@ -258,7 +270,57 @@ class KVCache:
             self._values[:, :, start:end] = values
         self._len = end
 
-    def _check_like_held(self, keys: Tensor) -> None:
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` positions and forget the rest: the next append writes position ``n``.
+
+        Args:
+            n: how many positions to keep, ``0 .. len(cache)``.
+
+        Raises:
+            TypeError: ``n`` is not an ``int``.
+            ValueError: ``n`` is negative or more than ``len(cache)``.
+
+        中文:
+            只保留前 ``n`` 个位置，丢掉其余的：下一次追加从位置 ``n`` 写起。
+
+            参数:
+                n: 保留的位置数，取值在 ``0 .. len(cache)`` 之间。
+
+            引发:
+                TypeError: ``n`` 不是 ``int``。
+                ValueError: ``n`` 是负数，或者大于 ``len(cache)``。
+        """
+        _check_length("n", n)
+        if n > self._len:
+            raise ValueError(f"n must be at most len(cache) ({self._len}), got {n}")
+        self._len = n
+
+    def _recorded(self, keys: Tensor, values: Tensor, queries: Tensor | None) -> bool:
+        """Whether autograd records (or has recorded) something that reads the cache."""
+        held = [t for t in (self._keys, self._values) if t is not None]
+        if any(t.requires_grad for t in held):
+            return True  # an earlier step's graph reads these very tensors
+        new = [t for t in (keys, values, queries) if t is not None]
+        return torch.is_grad_enabled() and any(t.requires_grad for t in new)
+
+    def _frozen(self) -> bool:
+        """The buffer is an inference tensor and we are outside inference mode: it cannot be
+        written in place (PyTorch forbids it), so it is copied into an ordinary tensor once."""
+        if torch.compiler.is_compiling():
+            return False  # a compiled graph holds no inference tensor (use torch.no_grad there)
+        return self._keys.is_inference() and not torch.is_inference_mode_enabled()
+
+    def _check(self, keys: Tensor, values: Tensor) -> None:
+        if values.shape != keys.shape:
+            raise ValueError(
+                f"values must have the keys' shape {list(keys.shape)}, got {list(values.shape)}"
+            )
+        if values.dtype != keys.dtype:
+            raise TypeError(f"values must have the keys' dtype {keys.dtype}, got {values.dtype}")
+        if values.device != keys.device:
+            raise ValueError(f"values must be on the keys' device {keys.device}, got {values.device}")
+        if self._keys is None:
+            return
         held = (self._keys.size(0), self._keys.size(1), self._keys.size(3))
         new = (keys.size(0), keys.size(1), keys.size(3))
         if held != new:
@@ -475,40 +537,31 @@ class MHA(nn.Module):
         # 有缓存时：把新的键和值接在缓存后面，对全部键和值做注意力
         # With a cache: append the new keys and values, then attend over all of them
         if cache is not None:
-            cache.append(k, v)
+            held = len(cache)
+            cache.append(k, v, queries=q)
             k = cache.keys  # [batch_size, kv_heads, k_len, head_size]
             v = cache.values  # [batch_size, kv_heads, k_len, head_size]
 
-        # 快速路径上只有因果掩码、且 q_len 等于 k_len 或为 1 时，由算子自己处理因果，不必构造掩码
-        # Causal alone on the fast path, with q_len equal to k_len or 1: the kernel handles
-        # causality itself and no mask is built
-        kernel_causal = (
-            self.fast and not need_weights and attn_mask is None and is_causal
-            and q.size(2) in (k.size(2), 1)
-        )
-        # 一个掩码：attn_mask 与因果掩码合并；keeps 标出至少还能看到一个键的查询
-        # One mask: attn_mask and the causal mask combined; keeps marks the queries that still see a key
-        mask = None if kernel_causal else self._mask(attn_mask, is_causal, q, k)  # [..., q_len, k_len]
-        keeps = None if mask is None else _rows_with_a_key(mask)  # [..., q_len, 1]
-        if keeps is not None:
-            # 一个键都看不到的查询，softmax 会得到 0/0 = NaN：先让它看全部的键，算完再把输出置零
-            # A query that sees no key would get 0/0 = NaN from softmax: let it see every key,
-            # then zero its output
-            mask = _open_empty_rows(mask, keeps)  # [..., q_len, k_len]
-
-        if self.fast and not need_weights:
-            # 快速路径：融合算子；没有键可看的查询，输出在这里置零
-            # Fast path: a fused kernel; queries with no key get their output zeroed here
-            out = self._attend_fast(q, k, v, mask, kernel_causal)  # [batch_size, heads_num, q_len, head_size]
-            if keeps is not None:
-                out = out.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, head_size]
-            weights = None
-        else:
-            # 逐步计算：先得到注意力权重，再对值加权求和（权重为零的行，输出也为零）
-            # Written out: the attention weights, then the weighted sum of the values (a row of
-            # zero weights gives a zero output)
-            weights = self._weights(q, k, mask, keeps)  # [batch_size, heads_num, q_len, k_len]
-            out = torch.matmul(weights, self._repeat_kv(v))  # [batch_size, heads_num, q_len, head_size]
+        try:
+            if self.fast and not need_weights:
+                # 快速路径：融合算子；一个键都看不到的查询，算子自己给出零输出
+                # Fast path: a fused kernel, which itself gives a zero output to a query with no key
+                out = self._attend_fast(q, k, v, attn_mask, is_causal)  # [batch_size, heads_num, q_len, head_size]
+                weights = None
+            else:
+                # 逐步计算：先得到注意力权重，再对值加权求和（权重为零的行，输出也为零）
+                # Written out: the attention weights, then the weighted sum of the values (a row of
+                # zero weights gives a zero output)
+                mask = self._mask(attn_mask, is_causal, q, k)  # [..., k_len]
+                weights = self._weights(q, k, mask)  # [batch_size, heads_num, q_len, k_len]
+                out = torch.matmul(weights, self._repeat_kv(v))  # [batch_size, heads_num, q_len, head_size]
+        except BaseException:
+            # 注意力没有算完（比如内存不足）：缓存退回这次调用之前的长度
+            # Attention did not finish (out of memory, say): the cache goes back to its length
+            # before this call
+            if cache is not None:
+                cache.crop(held)
+            raise
 
         # 拼接各头（与纯享版相同），再做输出投影
         # Concatenate the heads (as in the pure version), then the output projection
@@ -532,30 +585,41 @@ class MHA(nn.Module):
         groups = self.heads_num // self.kv_heads
         return t if groups == 1 else t.repeat_interleave(groups, dim=1)
 
-    def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None, keeps: Tensor | None) -> Tensor:
-        """The attention weights, written out: scores, mask, softmax, dropout. Rows that
-        ``keeps`` marks ``False`` (queries with no key to see) are zero.
+    def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
+        """The attention weights, written out: scores, scale, mask, softmax, dropout. A query
+        whose keys are all masked (``False``, or ``-inf`` in a float mask) gets a row of zeros.
 
         中文:
-            逐步算出注意力权重：分数、掩码、softmax、dropout。``keeps`` 为 ``False`` 的行
-            （一个键都看不到的查询）全为零。
+            逐步算出注意力权重：分数、缩放、掩码、softmax、dropout。键全被屏蔽（布尔掩码全为
+            ``False``，或浮点掩码全为 ``-inf``）的查询，权重整行为零。
         """
-        # 每个查询头与它那一组的键头做点积，再缩放
-        # Each query head against the key head of its group, scaled
-        qk = torch.matmul(q, self._repeat_kv(k).transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, q_len, k_len]
-        if mask is not None and mask.dtype == torch.bool:
-            # 布尔掩码：False 的位置分数设为 -inf，softmax 之后权重为 0
-            # Boolean mask: scores where it is False become -inf, weight 0 after softmax
-            qk = qk.masked_fill(~mask, float("-inf"))  # [batch_size, heads_num, q_len, k_len]
-        elif mask is not None:
-            # 浮点掩码：加到分数上，至少用 float32 相加（float16 下 finfo.min 加一个负分数会溢出成 -inf）
-            # Float mask: added to the scores in at least float32 (in float16, finfo.min plus a
-            # negative score overflows to -inf)
-            qk = qk.to(torch.promote_types(qk.dtype, torch.float32)) + mask  # [batch_size, heads_num, q_len, k_len]
+        # 每个查询头与它那一组的键头做点积，再缩放；至少在 float32 里算（半精度下点积可能超过 65504），
+        # 掩码和 softmax 也是
+        # Each query head against the key head of its group, scaled, in at least float32 (in half
+        # precision a dot product can exceed 65504), as are the mask and the softmax
+        dtype = torch.promote_types(q.dtype, torch.float32)
+        k = self._repeat_kv(k).to(dtype)  # [batch_size, heads_num, k_len, head_size]
+        qk = torch.matmul(q.to(dtype), k.transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, q_len, k_len]
+        keeps = None
+        if mask is not None:
+            if mask.dtype == torch.bool:
+                # 布尔掩码：False 的位置分数设为 -inf，softmax 之后权重为 0
+                # Boolean mask: scores where it is False become -inf, weight 0 after softmax
+                allowed = mask  # [..., k_len]
+                qk = qk.masked_fill(~mask, float("-inf"))  # [batch_size, heads_num, q_len, k_len]
+            else:
+                # 浮点掩码：加到分数上；只有 -inf 才把一个键完全屏蔽
+                # Float mask: added to the scores; only -inf masks a key completely
+                allowed = mask != float("-inf")  # [..., k_len]
+                qk = qk + mask  # [batch_size, heads_num, q_len, k_len]
+            # keeps 标出至少还能看到一个键的查询；其余的查询 softmax 会得到 0/0 = NaN：
+            # 先把这样一行的分数全设为 0，softmax 之后再把整行权重置零
+            # keeps marks the queries that still see a key; for the others softmax would give
+            # 0/0 = NaN: set such a row's scores to 0 first, then zero its weights after softmax
+            keeps = allowed.any(dim=-1, keepdim=True)  # [..., 1]
+            qk = qk.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, k_len]
         attn = torch.softmax(qk, dim=-1).to(q.dtype)  # [batch_size, heads_num, q_len, k_len]
         if keeps is not None:
-            # 没有键可看的查询：权重整行为零
-            # A query with no key to see: a row of zero weights
             attn = attn.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, k_len]
         # dropout 只在训练模式下把一部分权重置零（其余的放大 1/(1-p)）
         # Dropout zeroes some weights in training mode only (and scales the rest by 1/(1-p))
@@ -566,29 +630,34 @@ class MHA(nn.Module):
 
     # --8<-- [start:fast]
     def _attend_fast(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, kernel_causal: bool
+        self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool
     ) -> Tensor:
-        """``scaled_dot_product_attention`` on the 4-D q, k, v (the fused kernels' layout).
-        ``kernel_causal``: causal alone, with ``q_len`` equal to ``k_len`` or 1 (``mask`` is
-        ``None`` then).
+        """``scaled_dot_product_attention`` on the 4-D q, k, v (the fused kernels' layout), with
+        the mask as the caller gave it: a ``[batch_size, 1, 1, k_len]`` padding mask is not
+        expanded to ``[..., q_len, k_len]``.
 
         中文:
-            对四维的 q、k、v 调用 ``scaled_dot_product_attention``（融合算子要的布局）。
-            ``kernel_causal``：只有因果掩码，且 ``q_len`` 等于 ``k_len`` 或为 1（此时 ``mask``
-            为 ``None``）。
+            对四维的 q、k、v 调用 ``scaled_dot_product_attention``（融合算子要的布局），掩码按调用者
+            给的形状传进去：``[batch_size, 1, 1, k_len]`` 的填充掩码不会扩展成 ``[..., q_len, k_len]``。
         """
-        q_len = q.size(2)
+        q_len, k_len = q.size(2), k.size(2)
         dropout_p = self.dropout if self.training else 0.0
         gqa = self.kv_heads != self.heads_num
-        if kernel_causal:
-            # 只有因果掩码时：方阵上算子自带的 is_causal 就是同一个下三角，还能跳过被屏蔽的块，
-            # 不必读掩码；只有一个（最新的）查询时，它能看到所有键，根本不需要掩码
-            # Causal alone: on a square matrix the kernel's own is_causal is the same triangle
-            # and lets it skip masked blocks instead of reading a mask; a single (newest) query
-            # sees every key, so it needs no mask at all
+        if is_causal and attn_mask is None and q_len == 1:
+            # 只有因果掩码、只有一个（最新的）查询：它能看到所有键，不需要掩码
+            # Causal alone with a single (newest) query: it sees every key and needs no mask
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, enable_gqa=gqa)
+        if is_causal and attn_mask is None and q_len == k_len:
+            # 方阵上只有因果掩码：由算子自己实现同一个下三角，不必构造掩码张量，还能跳过被屏蔽的块
+            # Causal alone on a square matrix: the kernel's own is_causal is the same triangle,
+            # with no mask tensor built, and it can skip the masked blocks
             return F.scaled_dot_product_attention(
-                q, k, v, dropout_p=dropout_p, is_causal=q_len > 1, enable_gqa=gqa
+                q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa
             )
+        # 其余情况：掩码不扩展，原样交给算子（torch 2.5 起，一个键都看不到的查询由算子给出零输出）
+        # Otherwise the mask goes to the kernel unexpanded (since torch 2.5 the kernel gives a
+        # zero output to a query that sees no key)
+        mask = self._mask(attn_mask, is_causal, q, k)  # [..., k_len]
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa
         )
@@ -598,15 +667,18 @@ class MHA(nn.Module):
     def _mask(
         self, attn_mask: Tensor | None, is_causal: bool, q: Tensor, k: Tensor
     ) -> Tensor | None:
-        """``attn_mask`` (already checked) combined with the causal mask, in ``q``'s dtype if
-        float (under autocast that is the lower precision)."""
+        """``attn_mask`` (already checked) combined with the causal mask, not expanded beyond
+        what the two need; a float mask in ``q``'s dtype (under autocast the lower precision)."""
         q_len, k_len = q.size(2), k.size(2)
         if attn_mask is not None:
-            # 浮点掩码换成 q 的 dtype；末两维广播成 [q_len, k_len]（expand 只是视图，不复制数据）
-            # A float mask takes q's dtype; its last two dims broadcast to [q_len, k_len] (expand
-            # makes a view: no copy)
-            dtype = torch.bool if attn_mask.dtype == torch.bool else q.dtype
-            attn_mask = attn_mask.to(dtype).expand(*attn_mask.shape[:-2], q_len, k_len)  # [..., q_len, k_len]
+            # 最后一维广播成 k_len（expand 只是视图，不复制数据）；其余维度保持调用者给的大小
+            # The last dim broadcast to k_len (expand makes a view: no copy); the others stay as given
+            leading = attn_mask.shape[:-1] if attn_mask.dim() > 1 else (1,)  # the kernel takes 2-D and up
+            attn_mask = attn_mask.expand(*leading, k_len)  # [..., k_len]
+            if attn_mask.dtype != torch.bool:
+                # 浮点掩码换成 q 的 dtype：有限值截到它的范围之内（不会变成 -inf），-inf 保持不变
+                # A float mask in q's dtype: finite values clamped to its range (never -inf)
+                attn_mask = _float_mask_as(attn_mask, q.dtype)  # [..., k_len]
         if not is_causal:
             return attn_mask
         causal = causal_mask(q_len, k_len, device=q.device)  # [q_len, k_len]
@@ -619,8 +691,8 @@ class MHA(nn.Module):
     def _check_context(self, context: Tensor, x: Tensor, cache: KVCache | None) -> Tensor:
         if cache is not None:
             raise ValueError(
-                "cache is for self-attention; with context (cross-attention) pass cache=None "
-                "and reuse the context's keys and values yourself"
+                "cache is for self-attention only; with context (cross-attention) pass "
+                "cache=None: each call projects the context again"
             )
         check_input(context, self.hidden_size, self.W_k.weight, name="context")
         if context.size(0) != x.size(0):
@@ -653,17 +725,14 @@ def _check_mask(mask: object, target: tuple[int, int, int, int], device: torch.d
         )
 
 
-def _rows_with_a_key(mask: Tensor) -> Tensor:
-    """``True`` for each query row of ``mask`` that allows at least one key."""
-    allowed = mask if mask.dtype == torch.bool else mask != float("-inf")
-    return allowed.any(dim=-1, keepdim=True)
-
-
-def _open_empty_rows(mask: Tensor, keeps: Tensor) -> Tensor:
-    """``mask`` with every row that allows no key opened to all keys (its output is zeroed)."""
-    if mask.dtype == torch.bool:
-        return mask | ~keeps
-    return mask.masked_fill(~keeps, 0.0)
+def _float_mask_as(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """``mask`` in ``dtype``, its finite values clamped to ``dtype``'s finite range: a finite
+    value (``finfo(float32).min``, ``-1e9``) stays a finite score in every dtype, and only
+    ``-inf`` masks a key."""
+    if mask.dtype == dtype:
+        return mask
+    info = torch.finfo(dtype)
+    return torch.where(mask.isinf(), mask, mask.clamp(info.min, info.max)).to(dtype)
 
 
 # --8<-- [end:class]

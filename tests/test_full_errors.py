@@ -308,7 +308,10 @@ def test_cache_not_a_kv_cache_raises_type_error(model, x, cache, type_name):
 
 
 def test_cache_with_context_raises_value_error_cross_attention_has_no_cache(model, x):
-    expected = "cache is for self-attention; with context (cross-attention) pass cache=None"
+    expected = (
+        "cache is for self-attention only; with context (cross-attention) pass cache=None: "
+        "each call projects the context again"
+    )
     with raises(ValueError, expected) as e:
         model(x, torch.randn(2, 7, 20), cache=KVCache())
     assert raised_in_mha(e)

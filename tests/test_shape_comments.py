@@ -753,8 +753,8 @@ def test_the_full_checker_traces_the_methods_forward_calls():
         for a in found
         if any(r.status.get(a.first_line) == "checked" for r in report.runs.values())
     }
-    assert {"qk", "attn"} <= checked  # assigned in _weights only
-    assert {"source", "q", "k", "v", "mask", "keeps", "weights", "out"} <= checked  # forward
+    assert {"qk", "attn", "allowed", "keeps"} <= checked  # assigned in _weights only
+    assert {"source", "q", "k", "v", "mask", "weights", "out"} <= checked  # forward
     assert len(found) > 20, len(found)
 
 
@@ -789,15 +789,8 @@ def is_math(run: Run) -> bool:
     return not run.fast or run.need_weights
 
 
-def kernel_causal(run: Run) -> bool:
-    """The fast path hands causality to the kernel: causal alone, ``q_len`` = ``k_len`` or 1."""
-    dims = run.dims()
-    square_or_one = dims["q_len"] in (dims["k_len"], 1)
-    return not is_math(run) and run.is_causal and run.mask is None and square_or_one
-
-
 def test_full_swapped_q_len_and_k_len_in_the_scores_comment_is_reported_where_they_differ():
-    text = "qk = torch.matmul(q, self._repeat_kv(k)"
+    text = "qk = torch.matmul(q.to(dtype)"
     mutated = mutate_line(
         FULL_SOURCE,
         text,
@@ -846,7 +839,7 @@ def test_full_src_len_for_k_len_is_reported_only_in_the_configurations_with_a_ca
     # A comment that holds in most configurations: without a cache, src_len == k_len.
     for text, kind in (
         ("qk = qk.masked_fill(~mask", bool),
-        ("qk = qk.to(torch.promote_types", float),
+        ("qk = qk + mask", float),
     ):
         mutated = mutate_line(
             FULL_SOURCE,
@@ -862,19 +855,34 @@ def test_full_src_len_for_k_len_is_reported_only_in_the_configurations_with_a_ca
 
 
 def test_full_trailing_dimensions_of_a_mask_comment_are_checked():
-    text = "keeps = None if mask"
-    mutated = mutate_line(FULL_SOURCE, text, "[..., q_len, 1]", "[..., 1, q_len]")
+    # A mask keeps the caller's leading dimensions: its comment states only the trailing one.
+    text = 'allowed = mask != float("-inf")'
+    mutated = mutate_line(FULL_SOURCE, text, "[..., k_len]", "[..., q_len]")
     report = check_full(mutated, FULL_NAMESPACE)
     line = _full_line(text)
-    # No mask is built where the fast path leaves causality to the kernel (causal alone, square)
-    assert runs_reporting(report.mismatches, line) == runs_where(
-        lambda r: r.mask or (r.is_causal and not kernel_causal(r))
-    )
+    expected = runs_where(lambda r: is_math(r) and r.mask == "float-2d")
+    assert len(expected) == 2, expected
+    assert runs_reporting(report.mismatches, line) == expected
     assert all(
-        "`keeps` commented [..., 1, q_len] = [..., 1, 3], real shape [" in m
+        "`allowed` commented [..., q_len] = [..., 3], real shape [" in m
         for m in report.mismatches
         if f"] line {line}:" in m
     )
+
+
+def test_the_fast_path_passes_a_padding_mask_unexpanded():
+    # The comment [..., k_len] holds for the padding mask's [batch_size, 1, 1, k_len]; a comment
+    # stating the expanded [..., q_len, k_len] is reported where the fast path meets that mask.
+    text = "mask = self._mask(attn_mask, is_causal, q, k)  # [..., k_len]"
+    fast_line = [i for i, line in enumerate(FULL_SOURCE.splitlines(), 1) if text in line][
+        -1
+    ]  # the second one: _attend_fast
+    lines = FULL_SOURCE.splitlines(keepends=True)
+    lines[fast_line - 1] = lines[fast_line - 1].replace("[..., k_len]", "[..., q_len, k_len]")
+    report = check_full("".join(lines), FULL_NAMESPACE)
+    expected = runs_where(lambda r: not is_math(r) and r.mask == "padding" and not r.is_causal)
+    assert expected == ["cross/fast/padding"], expected
+    assert runs_reporting(report.mismatches, fast_line) == expected
 
 
 def test_full_removed_comment_is_reported_as_missing():
