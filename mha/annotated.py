@@ -148,8 +148,8 @@ class MHA(nn.Module):
         k = self.W_k(x)  # [batch_size, seq_len, hidden_size]
         v = self.W_v(x)  # [batch_size, seq_len, hidden_size]
 
-        # 按头拆分：view 只把最后一维 hidden_size 拆成 heads_num × head_size，不复制数据，
-        # 所以 heads_num 排在 seq_len 之后（原文这一行的形状注释写错了，详见“常见陷阱”）
+        # 按头拆分：view 只拆最后一维，把 hidden_size 拆成 heads_num × head_size（不复制数据），
+        # 其余维度不动，所以 heads_num 排在 seq_len 之后（原文这一行的形状注释写错了，详见“常见陷阱”）
         # Split into heads: view only splits the last dim hidden_size into heads_num x head_size,
         # no copy, so heads_num comes after seq_len (the design's comment here is wrong: Pitfalls)
         q = q.view(q.size(0), q.size(1), self.heads_num, self.head_size)  # [batch_size, seq_len, heads_num, head_size]
@@ -180,7 +180,7 @@ class MHA(nn.Module):
         # Weight the values by the attention: each head's output
         out = torch.matmul(attn, v)  # [batch_size, heads_num, seq_len, head_size]
         # 拼接各头：transpose 换回 [batch_size, seq_len, heads_num, head_size]，这时一般不连续；
-        # contiguous 按这个顺序把数据复制进一块连续内存（本来就连续则不复制），否则 view 会报错；
+        # contiguous 按这个顺序把数据复制进一块连续内存（本来就连续则不复制）；少了这一步，view 会报错；
         # view 再把 heads_num × head_size 合成 hidden_size。
         # view 的参数在 transpose().contiguous() 之后才求值，但 out 这个名字此时仍指向转置前、
         # 形状为 [batch_size, heads_num, seq_len, head_size] 的张量，所以 out.size(2) 是 seq_len
