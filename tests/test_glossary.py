@@ -1,10 +1,13 @@
 """The glossary is the one list of Chinese terms, and the Chinese pages follow it.
 
-``docs/zh/glossary.md`` holds a table ``| English | 中文 | 不用 |``: for each concept, the Chinese
-term the site uses and the variants it avoids (separated by 、, or — for none). These tests parse
-that table and check every other zh page against it: its prose and the comments of its code blocks,
-and the Chinese comments and docstrings of the source files it shows (included with ``--8<--`` or
-documented with ``::: mha.module.name``).
+``docs/zh/glossary.md`` holds a table ``| English | 中文 | 不用 | d2l-zh |``: for each concept, the
+Chinese term the site uses, the variants it avoids (separated by 、, a variant that contains 、 in
+“quotes”; — for none) and the term of
+the Chinese *Dive into Deep Learning* (d2l-zh), for its readers. These tests parse that table and
+check every other zh page against it: its prose and the comments of its code blocks, and the Chinese
+comments and docstrings of the source files it shows (included with ``--8<--`` or documented with
+``::: mha.module.name``). They also hold the notes that a table cannot: numbering from 0 (头 0,
+行 0–19, not 第 0 个头), one notation for ranges (0–4), and 评估模式 / 推理模式 kept apart.
 
 What a reader reads as Chinese text is checked; code is not. Fenced code (but its comments), inline
 code, link targets, ``{ #anchor }`` attributes and URLs are blanked before the check, so the
@@ -33,8 +36,11 @@ ZH = ROOT / "docs" / "zh"
 EN = ROOT / "docs" / "en"
 GLOSSARY = "glossary.md"
 NO_VARIANT = {"", "—", "-"}
-# Words that contain an avoided variant but mean something else: 关键字参数 is a keyword argument.
-LEGITIMATE = ("关键字参数",)
+# Words that contain an avoided variant but are right: 关键字参数 is a keyword argument, and
+# 高速缓存行 is the written-out form of the avoided 缓存行.
+LEGITIMATE = ("关键字参数", "高速缓存行")
+COLUMNS = 4  # English, 中文, 不用, d2l-zh
+VARIANT = re.compile(r"“([^”]+)”|([^、“”]+)")
 INCLUDE = re.compile(r'-{2}8<-{2}\s+"([^"]+)"')
 DOCUMENTED = re.compile(r"^[ \t]*:::[ \t]+([\w.]+)", re.MULTILINE)
 CJK = re.compile("[\u3400-\u9fff]")
@@ -46,17 +52,32 @@ LINK_TARGET = re.compile(r"\]\([^)]*\)")
 ATTRIBUTES = re.compile(r"\{[ \t]*[#.:][^}]*\}")
 URL = re.compile(r"<?https?://[^\s>)]+>?")
 NOT_PROSE = (INLINE_CODE, LINK_TARGET, ATTRIBUTES, URL)
-# Heads and positions are numbered from 0 and written 头 0、头 i、位置 2: "第 0 个头" reads as the
-# first or as the zeroth, "第 i 个头" leaves the reader to guess whether i starts at 0 or 1.
+# Heads, positions, rows, columns, channels, sequences and column blocks are numbered from 0 and
+# written 头 0、位置 2、行 0–19、列 19、通道 5i–5i+4、句子 0、列块 i: "第 0 个头" reads as the first
+# or as the zeroth, "第 i 行" leaves the reader to guess whether i starts at 0 or 1. A number is
+# digits, one letter, inline code or math; "第 a 到第 b 行" is caught as a whole. 第 0 维 (a
+# dimension, as PyTorch counts them) is not in the list.
+NUMBER = r"(?:\$[^$\n]+\$|`[^`\n]+`|\d+|[A-Za-z])"
+NUMBERED = r"(?:注意力头|头|位置|通道|列块|行|列(?!表)|句子|句|序列)"
 ORDINAL = re.compile(
-    r"第[ \t]*(?:\$[^$\n]+\$|`[^`\n]+`|\d+|[A-Za-z])[ \t]*个(?:注意力)?(?:头|位置)"
+    rf"第[ \t]*{NUMBER}(?:[ \t]*(?:到|至|–|-|~)[ \t]*第?[ \t]*{NUMBER})?"
+    rf"[ \t]*(?:\*\*)?[ \t]*(?:个|条)?{NUMBERED}"
 )
+# A range of numbers is written 0–4 (an en dash): not 0 到 4, 0..4, 0 .. t or $0 \ldots 4$. A
+# list in a formula ($0, \ldots, h-1$, with commas) is not a range.
+RANGE = re.compile(r"\d+[ \t]*(?:到|至|\.\.|\\ldots|\\dots)(?![ \t]*,)[ \t]*[\w`$(]")
+# Eval mode (model.eval()) and inference mode (torch.inference_mode()) are different things: a
+# sentence that names one term next to the other's API, without its own, has mixed them up.
+MODES = {"评估模式": "inference_mode", "推理模式": ".eval()"}
+OWN_API = {"评估模式": ".eval()", "推理模式": "inference_mode"}
+SENTENCE = re.compile(r"[^。；！？]+")
 
 
 class Row(NamedTuple):
     english: str
     chinese: str
     avoided: tuple[str, ...]
+    d2l: str  # the term of d2l-zh, "—" where it has none
 
 
 class Hit(NamedTuple):
@@ -64,6 +85,13 @@ class Hit(NamedTuple):
     line: int
     variant: str
     term: str
+
+
+def split_variants(cell: str) -> tuple[str, ...]:
+    """The variants of a cell, separated by 、; a quoted one may contain 、 (“键、值头”)."""
+    return tuple(
+        (quoted or plain).strip() for quoted, plain in VARIANT.findall(cell) if quoted or plain
+    )
 
 
 def parse_glossary(path: Path) -> list[Row]:
@@ -81,10 +109,10 @@ def parse_glossary(path: Path) -> list[Row]:
             continue
         if set("".join(cells)) <= set("-: "):
             continue  # the separator row
-        assert len(cells) == 3, f"{path}: expected 3 cells, got {cells}"
-        english, chinese, avoided = cells
-        variants = () if avoided in NO_VARIANT else tuple(v.strip() for v in avoided.split("、"))
-        rows.append(Row(english, chinese, variants))
+        assert len(cells) == COLUMNS, f"{path}: expected {COLUMNS} cells, got {cells}"
+        english, chinese, avoided, d2l = cells
+        variants = () if avoided in NO_VARIANT else split_variants(avoided)
+        rows.append(Row(english, chinese, variants, d2l))
     return rows
 
 
@@ -175,13 +203,37 @@ def find_avoided(text: str, rows: list[Row], where: str, kind: str = "markdown")
 
 
 def find_ordinals(text: str, where: str, kind: str = "markdown") -> list[Hit]:
-    """Heads and positions counted with 第 … 个: write 头 0、位置 i instead."""
+    """Numbered things counted with 第: write 头 0、位置 i、行 0–19、通道 5i–5i+4 instead."""
     lines = readable_lines(text, kind, inline_code=True)
     return [
-        Hit(where, number, found.group(0), "头 N / 位置 N")
+        Hit(where, number, found.group(0), "头 0、位置 i、行 0–19、列 19、句子 0")
         for number, line in enumerate(lines, start=1)
         for found in ORDINAL.finditer(line)
     ]
+
+
+def find_ranges(text: str, where: str, kind: str = "markdown") -> list[Hit]:
+    """Ranges of numbers written other than with an en dash (0 到 4, 0..4): write 0–4. Code is
+    not prose: inline code is left out, in a docstring's ``literals`` too."""
+    lines = [INLINE_CODE.sub(" ", line) for line in readable_lines(text, kind)]
+    return [
+        Hit(where, number, found.group(0), "0–4")
+        for number, line in enumerate(lines, start=1)
+        for found in RANGE.finditer(line)
+    ]
+
+
+def find_mixed_modes(text: str, where: str, kind: str = "markdown") -> list[Hit]:
+    """Sentences that call model.eval() 推理模式, or torch.inference_mode() 评估模式."""
+    hits = []
+    for number, line in enumerate(readable_lines(text, kind, inline_code=True), start=1):
+        for sentence in SENTENCE.findall(line):
+            for term, other_api in MODES.items():
+                mixed = other_api in sentence and OWN_API[term] not in sentence
+                if term in sentence and mixed:
+                    right = next(t for t, api in OWN_API.items() if api == other_api)
+                    hits.append(Hit(where, number, term, right))
+    return hits
 
 
 def module_file(dotted: str) -> Path:
@@ -260,11 +312,25 @@ def test_zh_page_uses_no_avoided_variant(page):
 
 
 @pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
-def test_zh_page_numbers_heads_and_positions_from_0(page):
+def test_zh_page_numbers_from_0(page):
     hits = [
         hit for where, text, kind in page_texts(page) for hit in find_ordinals(text, where, kind)
     ]
-    assert hits == [], f"write 头 0、位置 i (see docs/zh/glossary.md#notes):\n{report(hits)}"
+    assert hits == [], f"write 头 0、行 0–19 (see docs/zh/glossary.md#notes):\n{report(hits)}"
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
+def test_zh_page_writes_ranges_with_an_en_dash(page):
+    hits = [hit for where, text, kind in page_texts(page) for hit in find_ranges(text, where, kind)]
+    assert hits == [], f"write 0–4 (see docs/zh/glossary.md#notes):\n{report(hits)}"
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
+def test_zh_page_keeps_eval_mode_and_inference_mode_apart(page):
+    hits = [
+        hit for where, text, kind in page_texts(page) for hit in find_mixed_modes(text, where, kind)
+    ]
+    assert hits == [], f"评估模式 is model.eval(), 推理模式 torch.inference_mode():\n{report(hits)}"
 
 
 @pytest.mark.parametrize("row", ZH_ROWS, ids=lambda r: r.english)
@@ -345,6 +411,76 @@ def test_the_new_terms_of_issue_8_catch_their_variants(text, expected):
     assert [(h.variant, h.term) for h in hits] == expected, hits
 
 
+def test_glossary_has_the_terms_of_issue_14():
+    terms = {r.chinese: r.avoided for r in ZH_ROWS}
+    expected = {
+        "评估模式": set(),
+        "推理模式": set(),
+        "逐步计算的路径": {"逐步写出的路径", "逐步写出的版本", "逐步计算的写法"},
+        "math 实现": {"math 算子"},
+        "行优先": {"行主序"},
+        "键/值头": {"键、值头"},
+        "权重文件": {"checkpoint"},
+        "一页": {"一章"},
+        "原文": {"设计稿"},
+        "高速缓存": {"CPU 缓存", "缓存行"},
+        "新张量": {"新建张量", "新建的张量"},
+    }
+    assert set(expected) <= set(terms), sorted(set(expected) - set(terms))
+    for term, avoided in expected.items():
+        assert avoided <= set(terms[term]), (term, terms[term])
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("按逐步写出的路径计算。", [("逐步写出的路径", "逐步计算的路径")]),
+        ("逐步计算的写法会存下权重。", [("逐步计算的写法", "逐步计算的路径")]),
+        ("SDPA 选了 math 算子。", [("math 算子", "math 实现")]),
+        ("元素按行主序排列。", [("行主序", "行优先")]),
+        ("每个键、值头供两个查询头共用。", [("键、值头", "键/值头")]),
+        ("加载纯享版的 checkpoint。", [("checkpoint", "权重文件")]),
+        ("见掩码一章。", [("一章", "一页")]),
+        ("设计稿逐步写出的注意力。", [("设计稿", "原文")]),
+        ("趁数据还在 CPU 缓存里。", [("CPU 缓存", "高速缓存")]),
+        ("一次读一个缓存行。", [("缓存行", "高速缓存")]),
+        ("每一步都新建一个张量。", [("新建一个张量", "新张量")]),
+        ("用全连接层投影，再连结起来。", [("全连接层", "线性层"), ("连结", "拼接")]),
+        ("掩蔽填充的位置。", [("掩蔽", "屏蔽")]),
+    ],
+    ids=[
+        "xiechu", "xiefa", "math", "hangzhuxu", "dunhao", "checkpoint", "zhang", "shejigao",
+        "cpu-cache", "cache-line", "xinjian", "d2l-linear-concat", "yanbi",
+    ],
+)  # fmt: skip
+def test_the_new_terms_of_issue_14_catch_their_variants(text, expected):
+    hits = find_avoided(text, ZH_ROWS, "x")
+    assert [(h.variant, h.term) for h in hits] == expected, hits
+
+
+def test_the_terms_of_issue_14_pass_where_they_are_written_right():
+    text = (
+        "评估模式下走快速路径；逐步计算的路径存下注意力权重；math 实现；元素按行优先排列；"
+        "每个键/值头供两个查询头共用；加载权重文件；见掩码一页；原文；趁数据还在 CPU 高速缓存里，"
+        "一次读一个高速缓存行；投影的结果是新张量；线性层；拼接；屏蔽。"
+    )
+    assert find_avoided(text, ZH_ROWS, "x") == []
+
+
+def test_the_d2l_column_maps_its_terms_to_ours():
+    # The terms a reader of d2l-zh knows, each mapped to the one the site uses instead.
+    ours = {r.d2l: r.chinese for r in ZH_ROWS if r.d2l not in NO_VARIANT}
+    expected = {"批量大小": "批大小", "词元": "位置", "掩蔽": "屏蔽", "全连接层": "线性层"}
+    assert {k: ours.get(k) for k in expected} == expected, ours
+    assert all(r.d2l for r in ZH_ROWS), "every row has a d2l-zh cell (— for none)"
+    # Where d2l-zh uses another word, that word is one of the variants the pages avoid, or a
+    # different concept the notes explain.
+    explained = {"有效长度", "预测", "编码器－解码器注意力", "头", "线性投影", "上溢"}
+    other = {r.d2l for r in ZH_ROWS if r.d2l not in NO_VARIANT | {r.chinese}}
+    avoided = {v for r in ZH_ROWS for v in r.avoided}
+    assert other - avoided <= explained, sorted(other - avoided - explained)
+
+
 def test_the_terms_of_issue_8_pass_where_they_are_written_right():
     text = (
         "自注意力和交叉注意力；填充掩码屏蔽填充的位置；先预填充，再逐个生成，每步解码一个位置，"
@@ -416,8 +552,83 @@ def test_heads_and_positions_are_numbered_from_0():
         "第 `i` 个位置",
         "第 2 个注意力头",
     ]
-    good = "头 0 只看位置 0；头 $i$ 的通道；第 1 维是头数；第 $r$ 行。"
+    good = "头 0 只看位置 0；头 $i$ 的通道；第 1 维是头数；第 −1 维；第二个位置。"
     assert find_ordinals(good, "x") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("第 $r$ 行算出通道 $r$。", "第 $r$ 行"),
+        ("权重的第 19 列。", "第 19 列"),
+        ("第 `5*i` 到 `5*i + 4` 个通道属于头 i。", "第 `5*i` 到 `5*i + 4` 个通道"),
+        ("第 0 到 19 行是 W_q。", "第 0 到 19 行"),
+        ("取第 $i d_h$ 到第 $(i+1) d_h - 1$ **行**。", "第 $i d_h$ 到第 $(i+1) d_h - 1$ **行"),
+        ("第 0 句，头 2。", "第 0 句"),
+        ("第 1 个句子。", "第 1 个句子"),
+        ("第 1 条序列。", "第 1 条序列"),
+        ("第 $i$ 个列块。", "第 $i$ 个列块"),
+    ],
+    ids=["row", "column", "channels", "rows", "rows-math", "ju", "juzi", "xulie", "lieKuai"],
+)
+def test_rows_columns_channels_sequences_and_blocks_are_numbered_from_0(text, expected):
+    assert [h.variant for h in find_ordinals(text, "x")] == [expected]
+
+
+def test_numbers_written_after_the_noun_pass():
+    good = (
+        "行 0–19 是 W_q；列 19；通道 `5*i`–`5*i+4`；句子 0，头 2；序列 1；列块 $i$；"
+        "第 0 维；第一列的列表；第 2 列表项。"
+    )
+    assert find_ordinals(good, "x") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("通道 0 到 4 属于头 0。", "0 到 4"),
+        ("位置 0..9。", "0..9"),
+        ("位置 $0 .. t$ 的键。", "0 .. t"),
+        ("键 $0 \\ldots s$。", "0 \\ldots s"),
+        ("```python\nk = 1  # 通道 5 .. 9\n```\n", "5 .. 9"),
+        ("对 1 至 128 的每个值。", "1 至 1"),
+    ],
+    ids=["dao", "dots", "dots-math", "ldots", "comment", "zhi"],
+)
+def test_a_range_not_written_with_an_en_dash_fails(text, expected):
+    assert [h.variant for h in find_ranges(text, "x")] == [expected]
+
+
+def test_ranges_with_an_en_dash_and_lists_in_formulas_pass():
+    good = (
+        "通道 0–4；行 0–19；位置 0–$t$；$i = 0, \\ldots, h-1$；"
+        "$\\mathrm{head}_0, \\ldots, \\mathrm{head}_{h-1}$；权重介于 0 和 1 之间。"
+        "`x[..., 0:5]` 是代码。"
+    )
+    assert find_ranges(good, "x") == []
+    docstring = '"""中文:\n    查询 ``i`` 能看到键 ``0 .. i``。\n"""\n'
+    assert find_ranges(docstring, "mha/x.py", "python") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("推理模式下（`model.eval()`）什么都不丢弃。", [("推理模式", "评估模式")]),
+        ("在评估模式（`torch.inference_mode()`）下运行。", [("评估模式", "推理模式")]),
+    ],
+    ids=["tuili-eval", "pinggu-inference"],
+)
+def test_eval_mode_and_inference_mode_mixed_up_fail(text, expected):
+    hits = find_mixed_modes(text, "x")
+    assert [(h.variant, h.term) for h in hits] == expected, hits
+
+
+def test_eval_mode_and_inference_mode_named_right_pass():
+    good = (
+        "评估模式下（`model.eval()`）什么都不丢弃。推理模式（`torch.inference_mode()`）不记录梯度。"
+        "评估模式（`model.eval()`）加上推理模式（`torch.inference_mode()`）走快速路径。"
+    )
+    assert find_mixed_modes(good, "x") == []
 
 
 def test_the_heads_page_names_the_term_in_its_title():
