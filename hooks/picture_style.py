@@ -8,11 +8,16 @@ reads on its own. Every text colour has at least 4.5:1 contrast on its backgroun
 
 Head ``i`` has the same colour on every picture, so a reader can follow head 2 from the projection
 to the concatenation.
+
+A picture drawn from another run than the pages' own (``PAGE_RUN``) says which, in its visible
+text and its description: ``Run.note``, drawn by ``Svg`` (or by a generator that writes its own
+SVG).
 """
 
 from __future__ import annotations
 
 from html import escape
+from typing import NamedTuple
 
 # Strong colours, used for outlines and for text (light: >= 5.9:1 on white; dark: >= 7:1 on
 # Material's slate background #1e2029), and opaque tints of them for filled cells.
@@ -37,6 +42,33 @@ def tr(language: str, en: str, zh: str) -> str:
 def shape_text(shape) -> str:
     """A shape in the site's format: ``[2, 3, 4, 5]``."""
     return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+class Run(NamedTuple):
+    """The run a picture draws: ``MHA(hidden_size, heads_num)`` on an input ``x`` of ``x_shape``."""
+
+    hidden_size: int
+    heads_num: int
+    x_shape: tuple[int, ...]
+
+    @classmethod
+    def of(cls, model, x) -> Run:
+        """The run of ``model`` (any of mha's classes) on ``x``, as it was drawn."""
+        return cls(model.hidden_size, model.heads_num, tuple(x.shape))
+
+    def note(self, language: str) -> str:
+        """What a picture of this run writes about it: nothing for the pages' own run; for
+        another, the run in the form the pages write it, ``MHA(4, 2)`` and ``x [1, 3, 4]``."""
+        if self == PAGE_RUN:
+            return ""
+        model, x = f"MHA({self.hidden_size}, {self.heads_num})", shape_text(self.x_shape)
+        return tr(language, f"Drawn for {model} on x {x}", f"本图画的是 {model}，x 的形状为 {x}")
+
+
+# The run the pages with pictures start from (the walkthrough's set-up, the masks page's model):
+# batch 2, sequence 3, 4 heads of 5 channels.
+PAGE_RUN = Run(hidden_size=20, heads_num=4, x_shape=(2, 3, 20))
+NOTE_CLASS = "mha-run-note"  # the visible text of Run.note, in every picture that has one
 
 
 def head_count() -> int:
@@ -114,11 +146,12 @@ class Svg:
 
     ``name`` makes its ids unique on the page (several pictures share one HTML document).
     Numbers are written as short as they are (``:g``); attributes at their default value
-    (``rx="0"``, ``text-anchor="start"``) are left out.
+    (``rx="0"``, ``text-anchor="start"``) are left out. ``note`` (``Run.note``) is written above
+    the drawing, which moves down to make room, and joins the description.
     """
 
-    def __init__(self, name: str, title: str, description: str = ""):
-        self.name, self.title, self.description = name, title, description
+    def __init__(self, name: str, title: str, description: str = "", note: str = ""):
+        self.name, self.title, self.description, self.note = name, title, description, note
         self.parts: list[str] = []
         self.width = self.height = 0.0
 
@@ -198,16 +231,24 @@ class Svg:
         return wide
 
     def __str__(self) -> str:
-        width, height = round(self.width + 8), round(self.height + 8)
+        body, width, height = grouped(self.parts), self.width, self.height
+        if self.note:
+            line = Svg(self.name, "")
+            line.text(4, 4 + FONT, self.note, cls=f"mha-fg {NOTE_CLASS}")
+            shift = FONT + 12
+            body = f'{line.parts[0]}<g transform="translate(0 {shift})">{body}</g>'
+            width, height = max(width, line.width), height + shift
+        width, height = round(width + 8), round(height + 8)
         tid = f"mha-pic-{self.name}-title"
         did = f"mha-pic-{self.name}-desc"
         labelled = f'aria-labelledby="{tid}"'
         desc = ""
-        if self.description:
+        description = " ".join(part for part in (self.note, self.description) if part)
+        if description:
             labelled += f' aria-describedby="{did}"'
-            desc = f'<desc id="{did}">{escape(self.description)}</desc>'
+            desc = f'<desc id="{did}">{escape(description)}</desc>'
         return (
             f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}"'
             f' width="{width}" height="{height}" role="img" {labelled} class="mha-picture">'
-            f'<title id="{tid}">{escape(self.title)}</title>{desc}' + grouped(self.parts) + "</svg>"
+            f'<title id="{tid}">{escape(self.title)}</title>{desc}' + body + "</svg>"
         )

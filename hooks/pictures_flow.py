@@ -1,7 +1,8 @@
 """Pictures of the forward pass: the shape flow, and one picture per transition of the walkthrough.
 
 Everything drawn comes from one real run: ``mha.trace.record`` of ``mha.annotated.MHA(20, 4)`` on an
-input of shape ``[2, 3, 20]`` (the walkthrough's sizes). Shapes and strides are the recorded ones.
+input of shape ``[2, 3, 20]`` (the walkthrough's sizes, ``PAGE_RUN``: were it another, each picture
+would say so, ``Run.note``). Shapes and strides are the recorded ones.
 The colours follow the data: a tensor of head numbers (``c // head_size`` for channel ``c``) goes
 through the same ``view``, ``transpose`` and ``contiguous`` as the queries, so each cell is painted
 with the head its element belongs to. A tensor of shape ``[B, N, R, C]`` is drawn as ``N`` blocks
@@ -23,9 +24,9 @@ if HERE not in sys.path:  # hooks are loaded from their files: make the shared s
     sys.path.insert(0, HERE)
 
 import picture_style as style  # noqa: E402
-from picture_style import CELL, FONT, SMALL, Svg, shape_text, tr  # noqa: E402
+from picture_style import CELL, FONT, PAGE_RUN, SMALL, Run, Svg, shape_text, tr  # noqa: E402
 
-SIZES = {"batch_size": 2, "seq_len": 3, "hidden_size": 20, "heads_num": 4}
+RUN = PAGE_RUN
 GAP = 10  # between blocks
 LAYER = 6  # offset of each layer of the batch behind the first
 LEFT = 30  # room for the row axis arrow
@@ -33,13 +34,14 @@ LEFT = 30  # room for the row axis arrow
 
 @functools.cache
 def run():
-    """The recorded forward pass, the input, and the head number of every element of each step."""
+    """The input, the recorded forward pass, its steps by expression, the head number of every
+    element of each step, and the run (``Run``)."""
     from mha.annotated import MHA
     from mha.trace import record
 
     torch.manual_seed(0)
-    model = MHA(SIZES["hidden_size"], SIZES["heads_num"])
-    x = torch.randn(SIZES["batch_size"], SIZES["seq_len"], SIZES["hidden_size"])
+    model = MHA(RUN.hidden_size, RUN.heads_num)
+    x = torch.randn(*RUN.x_shape)
     steps = record(model, x)
     by_expression = {}
     for s in steps:
@@ -77,7 +79,7 @@ def run():
         shape = tuple(x.shape) if expression == "x" else by_expression[expression].shape
         if tuple(tensor.shape) != shape:
             raise ValueError(f"{expression}: heads drawn as {tuple(tensor.shape)}, run {shape}")
-    return x, steps, by_expression, labels
+    return x, steps, by_expression, labels, Run.of(model, x)
 
 
 def step(expression: str):
@@ -114,7 +116,7 @@ B, S, D, H, DH = "batch_size", "seq_len", "hidden_size", "heads_num", "head_size
 def draw_tensor(svg, x, y, name, expression, dims, moving=(), language="en", stride=False):
     """One tensor at (x, y): blocks of cells, then its name and shape, then its dimensions.
     Returns the y below it."""
-    _, _, by_expression, labels = run()
+    _, _, by_expression, labels, _ = run()
     heads = labels[expression]
     shape = tuple(heads.shape) if expression == "x" else by_expression[expression].shape
     if len(shape) == 3:
@@ -205,7 +207,7 @@ def transition(name, language, title, parts):
     """A picture made of tensors and the operations between them, top to bottom.
 
     ``parts``: ("tensor", name, expression, dims, moving[, stride]) or ("op", code, note)."""
-    svg = Svg(name, title.format(**numbers()))
+    svg = Svg(name, title.format(**numbers()), note=run()[4].note(language))
     y = 4.0
     for part in parts:
         if part[0] == "tensor":
@@ -494,7 +496,7 @@ def short(expression: str, previous: str) -> str:
 
 
 def flow(language):
-    x, steps, _, _ = run()
+    x, steps, _, _, drawn = run()
     d, h = numbers()["d"], numbers()["h"]
     title = tr(
         language,
@@ -504,7 +506,7 @@ def flow(language):
         f"MHA({d}, {h}) 在 x {shape_text(x.shape)} 上的前向计算，每一步都由 mha.trace.record 记录："
         "表达式、得到的形状，以及它是同一块内存上的视图、复制，还是计算得到的新张量。",
     )
-    svg = Svg("forward-flow", title)
+    svg = Svg("forward-flow", title, note=drawn.note(language))
     row = 24
     cx_expr, cx_shape, cx_kind = 58, 292, 400
     y = 16

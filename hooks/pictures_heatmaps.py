@@ -17,7 +17,8 @@ queries, columns: keys):
 
 Masked cells are hatched and carry no number; every other cell prints its weight to two decimals
 and names it in a ``<title>`` (a tooltip on hover). ``tests/test_heatmaps.py`` checks every cell
-against a fresh run.
+against a fresh run. The run is not the masks page's own (``MHA(20, 4)`` on ``[2, 3, 20]``): each
+picture says which it is, under its heading (``Run.note``).
 """
 
 from __future__ import annotations
@@ -97,19 +98,24 @@ TEXT = {
 
 
 @functools.cache
+def setup() -> tuple[MHA, torch.Tensor]:
+    """The model and its input ``x``, ``[batch_size, seq_len, hidden_size]``: both sentences."""
+    with torch.random.fork_rng():  # the build's (or a test's) random state is left as it was
+        torch.manual_seed(SEED)
+        table = SCALE * torch.randn(VOCAB, HIDDEN_SIZE)  # one vector per token id
+        model = MHA(HIDDEN_SIZE, HEADS_NUM).eval()
+    return model, table[torch.tensor(IDS)]
+
+
+@functools.cache
 def run() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """The weights and the mask of each variant, for the sequence it shows.
 
     Returns ``{variant: (weights, allowed)}``, ``weights`` of shape ``[heads_num, q_len, k_len]``
     and ``allowed`` (``True`` = the query may attend to the key) of shape ``[q_len, k_len]``.
     """
-    with torch.random.fork_rng():  # the build's (or a test's) random state is left as it was
-        torch.manual_seed(SEED)
-        table = SCALE * torch.randn(VOCAB, HIDDEN_SIZE)  # one vector per token id
-        model = MHA(HIDDEN_SIZE, HEADS_NUM).eval()
-    ids = torch.tensor(IDS)  # [batch_size, seq_len]
-    x = table[ids]  # [batch_size, seq_len, hidden_size]
-    seq_len = ids.size(1)
+    model, x = setup()
+    seq_len = x.size(1)
     pad = padding_mask(torch.tensor(LENGTHS), seq_len)  # [batch_size, 1, 1, seq_len]
     causal = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
     runs = {
@@ -227,27 +233,32 @@ def draw(variant: str, language: str) -> str:
     overhang = max(0.0, max(text_width(t) for t in labels) * 0.72 + 3 - CELL / 2) if rotate else 0
     panel_w = row_label + n * CELL + overhang
     panel_h = 20 + column_label + n * CELL
-    top = 44  # the heading and the axes line
+    note = style.Run.of(*setup()).note(language)
+    top = 44 + (18 if note else 0)  # the heading, the axes line and the note
     rows = -(-HEADS_NUM // PANEL_COLUMNS)
     legend_h = 46
     width = PANEL_COLUMNS * panel_w + (PANEL_COLUMNS - 1) * GAP + 8
     height = top + rows * panel_h + (rows - 1) * GAP / 2 + legend_h
-    width = max(width, text_width(words[variant], 13) + 8)
+    width = max(width, text_width(words[variant], 13) + 8, text_width(note) + 8)
 
     css = {"font": FONT, "number": NUMBER_FONT, "hatch": hatch, "variant": variant}
     title = words["title"].format(what=words["what"][variant])
     title_id = f"mha-heat-title-{variant}"
+    desc_id = f"mha-heat-desc-{variant}"
+    described = f' aria-describedby="{desc_id}"' if note else ""
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="mha-heat mha-heat-{variant}" role="img" '
-        f'aria-labelledby="{title_id}" viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'aria-labelledby="{title_id}"{described} viewBox="0 0 {width:.0f} {height:.0f}" '
         f'width="{width:.0f}" height="{height:.0f}" style="max-width: 100%; height: auto">',
         f'<title id="{title_id}">{esc(title)}</title>',
+        f'<desc id="{desc_id}">{esc(note)}</desc>' if note else "",
         f"<style>{STYLE % css}</style>",
         f'<defs><pattern id="{hatch}" width="6" height="6" patternUnits="userSpaceOnUse" '
         f'patternTransform="rotate(45)"><line class="hatch" x1="0" y1="0" x2="0" y2="6"/>'
         f"</pattern></defs>",
         f'<text class="heading" x="4" y="16">{esc(words[variant])}</text>',
         f'<text class="axes" x="4" y="34">{esc(words["axes"])}</text>',
+        f'<text class="{style.NOTE_CLASS}" x="4" y="52">{esc(note)}</text>' if note else "",
     ]
     for head in range(HEADS_NUM):
         px = 4 + (head % PANEL_COLUMNS) * (panel_w + GAP)

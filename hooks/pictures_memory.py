@@ -1,7 +1,8 @@
 """Memory-layout pictures: what ``view``, ``transpose`` and ``contiguous`` do to memory.
 
 A small run keeps the numbers readable: ``mha.annotated.MHA(4, 2)`` (2 heads of 2 channels) on one
-sequence of 3 positions, ``x`` of shape ``[1, 3, 4]``, recorded by ``mha.trace.record``. The
+sequence of 3 positions, ``x`` of shape ``[1, 3, 4]`` (``RUN``), recorded by ``mha.trace.record``;
+each picture says so above its drawing (``Run.note``), since its page runs a larger one. The
 pictures number the elements: ``torch.arange(12)`` laid out with the recorded shape of ``q``
 (and of ``out``, the result of ``attn @ v``), then put through the same ``view``, ``transpose``
 and ``contiguous`` as ``forward``; the generator checks that every shape and stride equals the
@@ -24,9 +25,9 @@ if HERE not in sys.path:  # hooks are loaded from their files: make the shared s
     sys.path.insert(0, HERE)
 
 import picture_style as style  # noqa: E402
-from picture_style import FONT, SMALL, Svg, shape_text, tr  # noqa: E402
+from picture_style import FONT, SMALL, Run, Svg, shape_text, tr  # noqa: E402
 
-HIDDEN, HEADS, SEQ = 4, 2, 3
+RUN = Run(hidden_size=4, heads_num=2, x_shape=(1, 3, 4))
 BOX_W, BOX_H = 26, 22  # one element of a strip or a grid
 LETTERS = {3: ("b", "s", "c"), "split": ("b", "s", "i", "c"), "heads": ("b", "i", "s", "c")}
 
@@ -43,11 +44,9 @@ def run() -> dict:
     from mha.trace import record
 
     torch.manual_seed(0)
-    model = MHA(HIDDEN, HEADS)
-    steps = {
-        s.expression.replace("self.", ""): s
-        for s in reversed(record(model, torch.randn(1, SEQ, HIDDEN)))
-    }
+    model = MHA(RUN.hidden_size, RUN.heads_num)
+    x = torch.randn(*RUN.x_shape)
+    steps = {s.expression.replace("self.", ""): s for s in reversed(record(model, x))}
     projected = steps["W_q(x)"]
     count = 1
     for n in projected.shape:
@@ -73,7 +72,7 @@ def run() -> dict:
                 f"{expression}: drawn {tuple(t.shape)} {t.stride()}, run {s.shape} {s.stride}"
             )
     # The head of each element: channel // head_size of q; dimension 1 of out.
-    q_heads = (torch.arange(HIDDEN) // model.head_size).expand(q.shape)
+    q_heads = (torch.arange(model.hidden_size) // model.head_size).expand(q.shape)
     out_heads = torch.arange(model.heads_num).view(1, -1, 1, 1).expand(out.shape)
     return {
         "q": q,
@@ -85,6 +84,7 @@ def run() -> dict:
         "q_heads": q_heads.contiguous(),
         "out_heads": out_heads.contiguous(),
         "dh": model.head_size,
+        "run": Run.of(model, x),
     }
 
 
@@ -207,7 +207,7 @@ def view_picture(language):
         f"读的是同一块内存里的同样 {q.numel()} 个数，顺序也相同；"
         f"变的只是步长，从 {q.stride()} 变成 {q4.stride()}。",
     )
-    svg = Svg("memory-view", title)
+    svg = Svg("memory-view", title, note=r["run"].note(language))
     x = 4
     label = tr(language, "memory of q (one block, shared by both)", "q 的内存（同一块，两者共用）")
     y = strip(svg, x, 4, memory(q), head, label, order=q4.flatten())
@@ -232,7 +232,7 @@ def transpose_picture(language):
         f"用互换后的步长 {qh.stride()} 读 q4 {shape_text(q4.shape)} 的内存："
         "先读头 0 的元素，跳过头 1 的；没有任何数被搬动。",
     )
-    svg = Svg("memory-transpose", title)
+    svg = Svg("memory-transpose", title, note=r["run"].note(language))
     x = 4
     label = tr(
         language,
@@ -261,7 +261,7 @@ def contiguous_picture(language):
         f"步长 {out_t.stride()}，按下标顺序复制到一块新内存；复制得到的 out_c "
         f"步长为 {out_c.stride()}，每个位置的各个头在内存里挨在一起。",
     )
-    svg = Svg("memory-contiguous", title)
+    svg = Svg("memory-contiguous", title, note=r["run"].note(language))
     x = 4
     label = tr(
         language,

@@ -172,6 +172,7 @@ def test_masked_cells_are_exactly_the_masks_zeros(variant, language, fresh):
 
 
 def test_the_generator_leaves_the_random_state_alone():
+    heatmaps.setup.cache_clear()
     heatmaps.run.cache_clear()
     before = torch.random.get_rng_state()
     heatmaps.PICTURES["heatmap-none"]("en")

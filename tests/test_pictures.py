@@ -4,10 +4,13 @@
   ``<text>`` labels, Chinese on zh and none on en.
 - Every shape a picture writes, ``[2, 4, 3, 5]``, is the shape ``mha.trace.record`` records for
   the step the picture shows there, in order; every stride it writes is that step's stride.
+- A picture drawn from another run than its page's says which in its own visible text, as the
+  pages write a run (``MHA(4, 2)``, ``x [1, 3, 4]``); a picture of its page's run says nothing.
 - Every ``<!-- picture: NAME -->`` on a page names a picture, every picture is used, and the built
   site holds each figure on the page of each language.
 - In a real browser (marked ``browser``), every figure has a non-zero size in the light and the
-  dark scheme, both languages, on a desktop and a 390 px phone; screenshots go to ``screenshots/``.
+  dark scheme, both languages, on a desktop and a 390 px phone, and the note of another run is
+  shown inside it; screenshots go to ``screenshots/``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from mha.annotated import MHA
 from mha.trace import record
 
 pictures = load_hook("pictures")
+style = load_hook("picture_style")
 NAMES = sorted(pictures.generators())
 SVG = "{http://www.w3.org/2000/svg}"
 SHAPE = re.compile(r"\[\d+(?:, \d+)*\]")
@@ -52,13 +56,28 @@ WALKTHROUGH = {
     "merge-heads": [CONTIGUOUS, CONCAT],
     "output-projection": [CONCAT, "W_o(out)"],
 }
-# The memory pictures use a small run, MHA(4, 2) on one sequence of 3 positions.
+# The memory pictures use a small run, MHA(4, 2) on one sequence of 3 positions (DRAWN below).
 MEMORY = {
     "memory-view": ["W_q(x)", VIEW],
     "memory-transpose": [VIEW, "q.transpose(1, 2)"],
     "memory-contiguous": ["out.transpose(1, 2)", CONTIGUOUS],
 }
 OURS = ["forward-flow", *WALKTHROUGH, *MEMORY]
+HEATMAPS = ["heatmap-none", "heatmap-causal", "heatmap-padding"]
+BENCH = ["bench-time", "bench-memory", "bench-ratio"]
+
+# The run each picture draws, (hidden_size, heads_num, x's shape), written here independently of
+# the generators: the shapes tests below and tests/test_heatmaps.py check the drawings against
+# fresh runs of these. None: no one run of MHA (the benchmark's measurements, over many lengths).
+PAGE = (20, 4, (2, 3, 20))  # the walkthrough's set-up; the masks page's model and input
+DRAWN = {
+    **{name: PAGE for name in ["forward-flow", *WALKTHROUGH]},
+    **{name: (4, 2, (1, 3, 4)) for name in MEMORY},
+    **{name: (16, 4, (2, 6, 16)) for name in HEATMAPS},  # 2 sentences of 6 positions
+    **{name: None for name in BENCH},
+}
+# The run of each page that shows pictures (None: the benchmark's page).
+PAGE_RUNS = {"walkthrough.md": PAGE, "masks.md": PAGE, "performance.md": None}
 
 
 def recorded(hidden_size: int, heads_num: int, x_shape: tuple[int, ...]):
@@ -76,6 +95,20 @@ def parse(name: str, language: str) -> ET.Element:
 def texts(svg: ET.Element) -> list[str]:
     """The labels, in document order, each as its whole text (tspans joined)."""
     return ["".join(t.itertext()) for t in svg.iter(f"{SVG}text")]
+
+
+def is_note(label: ET.Element) -> bool:
+    return style.NOTE_CLASS in label.get("class", "").split()
+
+
+def notes(svg: ET.Element) -> list[str]:
+    """The labels that say which run the picture draws (``Run.note``)."""
+    return ["".join(t.itertext()) for t in svg.iter(f"{SVG}text") if is_note(t)]
+
+
+def drawing_labels(svg: ET.Element) -> list[str]:
+    """The labels of the drawing itself, without the note of its run."""
+    return ["".join(t.itertext()) for t in svg.iter(f"{SVG}text") if not is_note(t)]
 
 
 def each_picture(test):
@@ -116,7 +149,7 @@ def test_ids_are_unique_across_pictures(language):
 def written_shapes_and_strides(svg: ET.Element):
     """Each written shape in order, and each written stride with the number of shapes before it."""
     shapes, strides = [], []
-    for label in texts(svg):
+    for label in drawing_labels(svg):
         for stride in STRIDE.findall(label):
             strides.append((len(shapes) - 1, stride))
         shapes += SHAPE.findall(label)
@@ -129,7 +162,7 @@ def shape_text(shape) -> str:
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_flow_writes_every_recorded_step(language):
-    x, steps, _ = recorded(20, 4, (2, 3, 20))
+    x, steps, _ = recorded(*DRAWN["forward-flow"])
     svg = parse("forward-flow", language)
     shapes, _ = written_shapes_and_strides(svg)
     assert shapes == [shape_text(s) for s in [x.shape, *(s.shape for s in steps)]], shapes
@@ -142,8 +175,7 @@ def test_flow_writes_every_recorded_step(language):
 
 @pytest.mark.parametrize(
     "name, shows, run",
-    [(n, s, (20, 4, (2, 3, 20))) for n, s in WALKTHROUGH.items()]
-    + [(n, s, (4, 2, (1, 3, 4))) for n, s in MEMORY.items()],
+    [(n, s, DRAWN[n]) for n, s in {**WALKTHROUGH, **MEMORY}.items()],
     ids=[*WALKTHROUGH, *MEMORY],
 )
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -160,10 +192,47 @@ def test_written_shapes_and_strides_are_the_recorded_ones(name, shows, run, lang
     assert title_shapes <= set(expected), (name, title_shapes - set(expected))
 
 
+def pages_showing(name: str) -> set[str]:
+    return {page for (_, page), names in markers().items() if name in names}
+
+
+def test_every_picture_and_page_has_a_known_run():
+    """A new picture, or a picture on a new page, must be given its run here first."""
+    assert set(DRAWN) == set(NAMES), set(DRAWN) ^ set(NAMES)
+    for name in NAMES:
+        assert pages_showing(name) <= set(PAGE_RUNS), (name, pages_showing(name))
+    for page, run in PAGE_RUNS.items():
+        if run is not None:  # the page's code makes that input
+            for language in LANGUAGES:
+                source = (ROOT / "docs" / language / page).read_text(encoding="utf-8")
+                assert str(run[2]) in source, f"{language}/{page} runs no x of shape {run[2]}"
+
+
+@each_picture
+def test_a_picture_of_another_run_says_which(name, language):
+    """The memory pictures draw MHA(4, 2) on x [1, 3, 4] on a page of MHA(20, 4) on [2, 3, 20]:
+    a reader must be told, in the picture, in the form the pages write a run."""
+    svg = parse(name, language)
+    said = notes(svg)
+    other = {DRAWN[name]} - {PAGE_RUNS[page] for page in pages_showing(name)} - {None}
+    if not other:
+        assert said == [], f"{name} draws its page's run, yet says {said}"
+        return
+    ((hidden_size, heads_num, x_shape),) = other
+    assert len(said) == 1, f"{name} draws MHA({hidden_size}, {heads_num}) and must say so: {said}"
+    note = said[0]
+    assert f"MHA({hidden_size}, {heads_num})" in note, note
+    assert re.search(rf"\bx (的形状为 )?{re.escape(shape_text(x_shape))}", note), note
+    assert bool(CJK.search(note)) == (language == "zh"), f"{name}: not in {language}: {note}"
+    desc = svg.find(f"{SVG}desc")
+    assert desc is not None and note in desc.text, "screen readers read the note too"
+    assert desc.get("id") in svg.get("aria-describedby", "").split(), svg.get("aria-describedby")
+
+
 def test_memory_strips_are_the_storage():
     """The copy strip of the contiguous picture lists out_t's elements in index order."""
     torch.manual_seed(0)
-    _, _, by_expression = recorded(4, 2, (1, 3, 4))
+    _, _, by_expression = recorded(*DRAWN["memory-contiguous"])
     out = torch.arange(12).view(by_expression[OUT].shape)
     order = " ".join(map(str, out.transpose(1, 2).flatten().tolist()))
     for language in LANGUAGES:
@@ -244,19 +313,38 @@ def test_figures_render_in_both_schemes(browser, site_url, scheme, screen):
             shown = page.locator("body").get_attribute("data-md-color-scheme")
             assert shown == SCHEMES[scheme], (language, doc, shown)
             figures = page.locator(".mha-figure")
-            # each figure's picture name and its drawing's box, read in one call
+            # each figure's picture name, its drawing's box and its run's note, read in one call
             shown = figures.evaluate_all(
-                """figures => figures.map(figure => {
+                """(figures, note) => figures.map(figure => {
                     const svg = figure.querySelector("svg");
-                    const box = svg && svg.getBoundingClientRect();
-                    return [figure.dataset.picture, box && {width: box.width, height: box.height}];
-                })"""
+                    const box = (e) => {
+                        const r = e.getBoundingClientRect();
+                        return {left: r.left, right: r.right, top: r.top, bottom: r.bottom,
+                                width: r.width, height: r.height};
+                    };
+                    const said = svg && svg.querySelector("text." + note);
+                    return [figure.dataset.picture, svg && box(svg),
+                            said && {text: said.textContent, ...box(said)}];
+                })""",
+                style.NOTE_CLASS,
             )
             assert len(shown) == len(names), (language, doc, len(shown))
             for i, name in enumerate(names):
-                picture, box = shown[i]
+                picture, box, note = shown[i]
                 assert picture == name, (language, doc, i, picture)
                 assert box and box["width"] > 0 and box["height"] > 0, (language, name, box)
+                if DRAWN[name] in (None, PAGE_RUNS[doc]):
+                    assert note is None, (language, name, note)
+                else:  # the note of another run is shown, inside the picture
+                    assert note and note["text"] in notes(parse(name, language)), (name, note)
+                    assert note["width"] > 0 and note["height"] > 0, (language, name, note)
+                    inside = (
+                        note["left"] >= box["left"] - 1
+                        and note["right"] <= box["right"] + 1
+                        and note["top"] >= box["top"] - 1
+                        and note["bottom"] <= box["bottom"] + 1
+                    )
+                    assert inside, (language, name, note, box)
                 if screen == "phone":
                     assert box["width"] <= SCREENS["phone"]["width"], (language, name, box)
                 if doc == "walkthrough.md":
