@@ -425,6 +425,7 @@ def test_glossary_has_the_terms_of_issue_14():
         "原文": {"设计稿"},
         "高速缓存": {"CPU 缓存", "缓存行"},
         "新张量": {"新建张量", "新建的张量"},
+        "大小为 1 的维度": {"长度为 1 的维度"},
     }
     assert set(expected) <= set(terms), sorted(set(expected) - set(terms))
     for term, avoided in expected.items():
@@ -447,10 +448,11 @@ def test_glossary_has_the_terms_of_issue_14():
         ("每一步都新建一个张量。", [("新建一个张量", "新张量")]),
         ("用全连接层投影，再连结起来。", [("全连接层", "线性层"), ("连结", "拼接")]),
         ("掩蔽填充的位置。", [("掩蔽", "屏蔽")]),
+        ("转置交换的是一个长度为 1 的维度。", [("长度为 1 的维度", "大小为 1 的维度")]),
     ],
     ids=[
         "xiechu", "xiefa", "math", "hangzhuxu", "dunhao", "checkpoint", "zhang", "shejigao",
-        "cpu-cache", "cache-line", "xinjian", "d2l-linear-concat", "yanbi",
+        "cpu-cache", "cache-line", "xinjian", "d2l-linear-concat", "yanbi", "changdu",
     ],
 )  # fmt: skip
 def test_the_new_terms_of_issue_14_catch_their_variants(text, expected):
@@ -462,7 +464,8 @@ def test_the_terms_of_issue_14_pass_where_they_are_written_right():
     text = (
         "评估模式下走快速路径；逐步计算的路径存下注意力权重；math 实现；元素按行优先排列；"
         "每个键/值头供两个查询头共用；加载权重文件；见掩码一页；原文；趁数据还在 CPU 高速缓存里，"
-        "一次读一个高速缓存行；投影的结果是新张量；线性层；拼接；屏蔽。"
+        "一次读一个高速缓存行；投影的结果是新张量；线性层；拼接；屏蔽；"
+        "序列长度为 1 时，转置交换的是一个大小为 1 的维度。"
     )
     assert find_avoided(text, ZH_ROWS, "x") == []
 
