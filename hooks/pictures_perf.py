@@ -385,7 +385,7 @@ def table_gqa(results: dict, language: str) -> str:
         tr(language, "heads", "头数"),
         "kv_heads",
         tr(language, "cache (bytes)", "缓存（字节）"),
-        tr(language, "cache ÷ full heads'", "缓存是全头数的几倍"),
+        tr(language, "cache ÷ full heads'", "缓存占全头数时的比例"),
         tr(language, "median time (ms)", "中位时间（毫秒）"),
     ]
     rows = [
@@ -401,6 +401,38 @@ def table_gqa(results: dict, language: str) -> str:
     return markdown_table(header, rows)
 
 
+def table_memory_masked(results: dict, language: str) -> str:
+    """Peak memory growth with and without a ``[batch, 1, 1, L]`` padding mask, per L."""
+    impls = impl_order(results["memory_masked"])
+    header = ["L"]
+    for impl in impls:
+        label = impl_label(impl, language)
+        header += [
+            tr(language, f"{label} without (MB)", f"{label} 不带掩码（MB）"),
+            tr(language, f"{label} padding mask (MB)", f"{label} 带填充掩码（MB）"),
+            tr(language, f"{label} ratio", f"{label} 之比"),
+        ]
+    rows = []
+    for seq in sorted({r["seq_len"] for r in results["memory_masked"]}):
+        row = [str(seq)]
+        for impl in impls:
+            r = next(
+                (r for r in results["memory_masked"] if (r["impl"], r["seq_len"]) == (impl, seq)),
+                None,
+            )
+            row += (
+                ["—"] * 3
+                if r is None
+                else [
+                    number(r["unmasked_mb"]),
+                    number(r["peak_growth_mb"]),
+                    number(r["ratio_vs_unmasked"]),
+                ]
+            )
+        rows.append(row)
+    return markdown_table(header, rows)
+
+
 def table_targets(results: dict, language: str) -> str:
     """The targets as a table, then the reason of each missed one as a list (a column of long
     reasons would make each row a screen tall on a phone)."""
@@ -410,12 +442,13 @@ def table_targets(results: dict, language: str) -> str:
         tr(language, "asked", "要求"),
         tr(language, "met", "达到"),
     ]
+    zh = language == "zh"
     rows = [
         [
-            r["name"],
+            r["name_zh"] if zh else r["name"],
             # a missed target shows enough digits to see the miss (0.8496, not 0.850, for >= 0.85)
             number(r["value"]) if r["met"] else f"{r['value']:.4g}",
-            f"`{r['target']}`",
+            f"`{r['target_zh'] if zh else r['target']}`",
             tr(language, "✔ yes", "✔ 是") if r["met"] else tr(language, "✘ no", "✘ 否"),
         ]
         for r in results["targets"]
@@ -423,7 +456,10 @@ def table_targets(results: dict, language: str) -> str:
     missed = [r for r in results["targets"] if not r["met"]]
     if not missed:
         return markdown_table(header, rows, "left")
-    reasons = [f"- **{r['name']}**: {r.get('why') or '—'}" for r in missed]
+    reasons = [
+        f"- **{r['name_zh']}**：{r['why_zh']}" if zh else f"- **{r['name']}**: {r['why']}"
+        for r in missed
+    ]
     intro = tr(language, "Why the missed targets were missed:", "未达到的目标，原因如下：")
     return markdown_table(header, rows, "left") + "\n\n" + intro + "\n\n" + "\n".join(reasons)
 
@@ -437,6 +473,7 @@ TABLES = {
     "memory": lambda r, lang: pivot(
         main_rows(r["memory"]), "peak_growth_mb", lang, causal_column=False
     ),
+    "memory-masked": table_memory_masked,
     "decode": table_decode,
     "gqa": table_gqa,
     "targets": table_targets,

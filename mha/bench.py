@@ -61,6 +61,8 @@ from mha.interop import to_torch
 IMPLS = ("annotated", "pure", "full-fast", "full-math", "torch")
 CAUSAL_IMPLS = ("full-fast", "full-math", "torch")
 MATH_IMPLS = ("annotated", "pure", "full-math")
+# Measured with a padding mask too: the fast path must not blow a small mask up to [L, L].
+MASKED_IMPLS = ("full-fast", "torch")
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "assets" / "bench" / "results.json"
 
 
@@ -90,6 +92,21 @@ def build_models(hidden: int, heads: int, device: str, dtype: torch.dtype) -> di
 def causal_bool_mask(seq: int, device: str) -> torch.Tensor:
     """``nn.MultiheadAttention``'s convention: ``True`` = may NOT attend (above the diagonal)."""
     return torch.ones(seq, seq, dtype=torch.bool, device=device).triu(1)
+
+
+def padding_lengths(batch: int, seq: int, device: str) -> torch.Tensor:
+    """The real lengths of the masked memory case: every other sequence half padding."""
+    return torch.tensor([seq if i % 2 == 0 else seq // 2 for i in range(batch)], device=device)
+
+
+def call_padded(name: str, model: nn.Module, x: torch.Tensor, lengths: torch.Tensor):
+    """One forward with a padding mask, each in its own convention: ``mha`` takes the
+    ``[batch, 1, 1, L]`` mask of ``mha.full.padding_mask`` (``True`` = may attend),
+    ``nn.MultiheadAttention`` a ``key_padding_mask`` ``[batch, L]`` (``True`` = padding)."""
+    mask = mha.full.padding_mask(lengths, x.size(1))  # [batch, 1, 1, L]
+    if name == "torch":
+        return model(x, x, x, key_padding_mask=~mask[:, 0, 0], need_weights=False)[0]
+    return model(x, attn_mask=mask)
 
 
 def call(name: str, model: nn.Module, x: torch.Tensor, causal: bool, mask: torch.Tensor | None):
@@ -417,8 +434,15 @@ def child(args) -> None:
     name = args.child
     m = models[name]
     with torch.inference_mode():
-        # A tiny call first, so one-off set-up (thread pools, kernels' buffers) is not counted.
-        call(name, m, torch.randn(1, 8, args.hidden, device=device, dtype=dtype), False, None)
+
+        def forward(x):
+            if args.child_mask == "padding":
+                return call_padded(name, m, x, padding_lengths(x.size(0), x.size(1), device))
+            return call(name, m, x, False, None)
+
+        # A tiny call first, of the same kind (a masked call may take another kernel), so one-off
+        # set-up (thread pools, kernels' buffers) is not counted.
+        forward(torch.randn(2, 8, args.hidden, device=device, dtype=dtype))
         if device.startswith("cuda"):
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -428,7 +452,7 @@ def child(args) -> None:
                 f.write("5")
             base = _vm_hwm_kib() * 1024
         x = torch.randn(args.batch, args.child_seq, args.hidden, device=device, dtype=dtype)
-        out = call(name, m, x, False, None)
+        out = forward(x)
         sync(device)
         if device.startswith("cuda"):
             peak = torch.cuda.max_memory_allocated()
@@ -438,12 +462,15 @@ def child(args) -> None:
     print(json.dumps({"peak_growth_bytes": peak - base}))
 
 
-def bench_memory(args, progress, notes) -> list:
-    rows = []
+def bench_memory(args, progress, notes) -> tuple[list, list]:
+    """The peak memory growth of one forward: every implementation without a mask (``rows``),
+    and ``MASKED_IMPLS`` with a ``[batch, 1, 1, L]`` padding mask (``masked``)."""
+    rows, masked = [], []
+    configs = [(name, "none") for name in IMPLS] + [(name, "padding") for name in MASKED_IMPLS]
     for seq in args.mem_seq:
         growth = {}
         running = {}
-        for name in IMPLS:
+        for name, mask in configs:
             if name in MATH_IMPLS and seq > args.max_memory_math_seq:
                 continue
             cmd = [
@@ -464,25 +491,45 @@ def bench_memory(args, progress, notes) -> list:
                 args.device,
                 "--dtype",
                 "float32",
+                "--child-mask",
+                mask,
             ]
             # Each configuration in its own process. The quick run starts them all at once (its
             # inputs are tiny; the peak is per process, so running side by side does not change
             # it); the full run one after another, as the long ones need GBs each.
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            running[name] = proc
+            running[name, mask] = proc
             if not args.quick:
                 proc.wait()
-        for name, proc in running.items():
+        for (name, mask), proc in running.items():
             stdout, stderr = proc.communicate()
             if proc.returncode != 0:
-                notes.append(f"memory: {name} at seq_len {seq} failed: {stderr[-300:]}")
+                notes.append(
+                    f"memory: {name} ({mask} mask) at seq_len {seq} failed: {stderr[-300:]}"
+                )
                 continue
-            growth[name] = json.loads(stdout.strip().splitlines()[-1])["peak_growth_bytes"]
-            progress.step(f"memory {name} seq_len {seq}")
+            bytes_ = json.loads(stdout.strip().splitlines()[-1])["peak_growth_bytes"]
+            growth[name if mask == "none" else (name, mask)] = bytes_
+            progress.step(f"memory {name} ({mask} mask) seq_len {seq}")
         if not growth.get("torch"):
             notes.append(f"memory: no nn.MultiheadAttention figure at seq_len {seq}; row left out")
             continue
+        for name in MASKED_IMPLS:
+            if (name, "padding") in growth and growth.get(name):
+                g = growth[name, "padding"]
+                masked.append(
+                    {
+                        "impl": name,
+                        "seq_len": seq,
+                        "mask": "padding",
+                        "peak_growth_mb": g / 2**20,
+                        "unmasked_mb": growth[name] / 2**20,
+                        "ratio_vs_unmasked": g / growth[name],
+                    }
+                )
         for name, g in growth.items():
+            if isinstance(name, tuple):
+                continue  # a masked configuration: in `masked`
             rows.append(
                 {
                     "impl": name,
@@ -496,7 +543,7 @@ def bench_memory(args, progress, notes) -> list:
             f"memory: annotated, pure and full-math not measured beyond seq_len "
             f"{args.max_memory_math_seq} (--max-memory-math-seq)"
         )
-    return rows
+    return rows, masked
 
 
 # ---------------------------------------------------------------------------- targets
@@ -514,67 +561,126 @@ def _pick(rows, impl, seq, causal=False):
     return None
 
 
-def _at(wanted: int, available: list[int]) -> tuple[int, str]:
+# A text of the targets in both languages: (English, 中文). The performance page shows the one of
+# its language; results.json keeps both (``name``/``why`` and ``name_zh``/``why_zh``).
+Text = tuple[str, str]
+
+
+def _join(*parts: Text) -> Text:
+    return "".join(p[0] for p in parts), "".join(p[1] for p in parts)
+
+
+def _at(wanted: int, available: list[int]) -> tuple[int, Text]:
     """The length to check a target at: ``wanted`` if measured, else the longest measured."""
     if wanted in available:
-        return wanted, ""
+        return wanted, ("", "")
     got = max(available)
-    return got, f" (seq_len {wanted} not measured in this run; checked at seq_len {got})"
+    return got, (
+        f" (seq_len {wanted} not measured in this run; checked at seq_len {got})",
+        f"（这次运行没有测 seq_len {wanted}，改在 seq_len {got} 检查）",
+    )
 
 
-def _parts_text(parts: list, seq: int, row: dict | None = None) -> str:
+def _parts_text(parts: list, seq: int, row: dict | None = None) -> Text:
     """Where full-fast's time goes at ``seq``, from the breakdown rounds."""
     p = next((p for p in parts if p["seq_len"] == seq), None)
     if p is None:
-        return "no breakdown measured at this length"
+        return "no breakdown measured at this length", "这个长度没有测各部分的耗时"
     if p["other_ms"] >= 0:
-        rest = f"the rest (head split/merge copies, checks) {p['other_ms']:.1f} ms"
+        rest = (
+            f"the rest (head split/merge copies, checks) {p['other_ms']:.1f} ms",
+            f"其余（拆分、合并各头时的复制和输入检查）{p['other_ms']:.1f} ms",
+        )
     else:
-        rest = "the rest within the noise (kernel and projections timed alone exceed the call)"
-    text = (
-        f"at seq_len {seq} full-fast takes {p['full_fast_ms']:.1f} ms: the SDPA kernel "
-        f"alone {p['sdpa_ms']:.1f} ms ({p['sdpa_fraction_of_gemm']:.2f} of the GEMM "
-        f"rate), the four projections alone {p['projections_ms']:.1f} ms "
-        f"({p['projections_fraction_of_gemm']:.2f} of the GEMM rate), {rest}"
+        rest = (
+            "the rest within the noise (kernel and projections timed alone exceed the call)",
+            "其余部分在噪声之内（单独计时的算子和投影加起来超过了整次调用）",
+        )
+    text = _join(
+        (
+            f"at seq_len {seq} full-fast takes {p['full_fast_ms']:.1f} ms: the SDPA kernel "
+            f"alone {p['sdpa_ms']:.1f} ms ({p['sdpa_fraction_of_gemm']:.2f} of the GEMM "
+            f"rate), the four projections alone {p['projections_ms']:.1f} ms "
+            f"({p['projections_fraction_of_gemm']:.2f} of the GEMM rate), ",
+            f"seq_len {seq} 时 full-fast 用时 {p['full_fast_ms']:.1f} ms：其中 SDPA 算子单独 "
+            f"{p['sdpa_ms']:.1f} ms（GEMM 速率的 {p['sdpa_fraction_of_gemm']:.2f}），"
+            f"四个投影单独 {p['projections_ms']:.1f} ms"
+            f"（GEMM 速率的 {p['projections_fraction_of_gemm']:.2f}），",
+        ),
+        rest,
     )
     if row is not None and not 0.8 < row["median_ms"] / p["full_fast_ms"] < 1.25:
-        text += (
-            f"; the forward rounds measured {row['median_ms']:.1f} ms for the same call, so "
-            f"the shared machine's load changed during the run (noise, not the code)"
+        text = _join(
+            text,
+            (
+                f"; the forward rounds measured {row['median_ms']:.1f} ms for the same call, so "
+                f"the shared machine's load changed during the run (noise, not the code)",
+                f"；而前向计时的轮次里同一次调用测得 {row['median_ms']:.1f} ms，"
+                f"说明运行期间这台共享机器的负载变了（是噪声，不是代码的问题）",
+            ),
         )
     return text
 
 
-def _memory_text(res: dict, fast: dict, ref: dict) -> str:
+def _memory_text(res: dict, fast: dict, ref: dict) -> Text:
     c = res["config"]
     one = c["batch"] * fast["seq_len"] * c["hidden"] * 4 / 2**20  # one [b, L, d] float32 tensor
     scores = c["batch"] * c["heads"] * fast["seq_len"] ** 2 * 4 / 2**20  # one [b, h, L, L] tensor
+    seq, grew, ref_mb = fast["seq_len"], fast["peak_growth_mb"], ref["peak_growth_mb"]
     return (
-        f"at seq_len {fast['seq_len']} full-fast grew {fast['peak_growth_mb']:.0f} MB, "
-        f"{fast['peak_growth_mb'] / one:.1f} times one [batch, seq_len, hidden] tensor "
+        f"at seq_len {seq} full-fast grew {grew:.0f} MB, "
+        f"{grew / one:.1f} times one [batch, seq_len, hidden] tensor "
         f"({one:.0f} MB: the input, q, k, v, the attention output and its merged copy are each "
-        f"that size), while nn.MultiheadAttention grew {ref['peak_growth_mb']:.0f} MB "
-        f"({ref['peak_growth_mb'] / scores:.1f} times one [batch, heads, L, L] score tensor of "
+        f"that size), while nn.MultiheadAttention grew {ref_mb:.0f} MB "
+        f"({ref_mb / scores:.1f} times one [batch, heads, L, L] score tensor of "
         f"{scores:.0f} MB); the target needs those activation-sized tensors to stay under a "
-        f"tenth of what nn.MultiheadAttention keeps"
+        f"tenth of what nn.MultiheadAttention keeps",
+        f"seq_len {seq} 时 full-fast 的内存增长了 {grew:.0f} MB，是一个 [batch, seq_len, hidden] "
+        f"张量（{one:.0f} MB：输入、q、k、v、注意力输出和合并各头后的副本都是这么大）的 "
+        f"{grew / one:.1f} 倍；nn.MultiheadAttention 增长了 {ref_mb:.0f} MB，是一个 "
+        f"{scores:.0f} MB 的 [batch, heads, L, L] 分数张量的 {ref_mb / scores:.1f} 倍。目标要求这些"
+        f"与激活值同样大小的张量加起来，不到 nn.MultiheadAttention 所占内存的十分之一",
     )
 
 
-def _causal_text(fwd: list, seq: int) -> str:
+def _masked_text(res: dict, masked: dict) -> Text:
+    c = res["config"]
+    seq = masked["seq_len"]
+    mask_mb = c["batch"] * seq**2 / 2**20  # one [batch, 1, L, L] boolean mask
+    grew, plain = masked["peak_growth_mb"], masked["unmasked_mb"]
+    return (
+        f"at seq_len {seq} full-fast grew {grew:.0f} MB with a [batch, 1, 1, L] padding mask "
+        f"and {plain:.0f} MB without; the mask expanded to [batch, 1, L, L] would be "
+        f"{mask_mb:.0f} MB as booleans and four times that as the kernel's float copy",
+        f"seq_len {seq} 时，带 [batch, 1, 1, L] 填充掩码的 full-fast 内存增长 {grew:.0f} MB，"
+        f"不带掩码时 {plain:.0f} MB；掩码若扩展成 [batch, 1, L, L]，布尔型就有 {mask_mb:.0f} MB，"
+        f"算子转成的浮点副本又是它的四倍",
+    )
+
+
+def _causal_text(fwd: list, seq: int) -> Text:
     fc, fp = _pick(fwd, "full-fast", seq, True), _pick(fwd, "full-fast", seq)
     tc, tp = _pick(fwd, "torch", seq, True), _pick(fwd, "torch", seq)
     share = fc["median_ms"] / fp["median_ms"]
-    skip = "the kernel skips the blocks above the diagonal" if share < 1 else "no saving here"
+    torch_share = tc["median_ms"] / tp["median_ms"]
+    skip = (
+        ("the kernel skips the blocks above the diagonal", "算子跳过了对角线以上的块")
+        if share < 1
+        else ("no saving here", "这里没有省下时间")
+    )
+    short = seq < 512
     return (
         f"at seq_len {seq} full-fast causal takes {fc['median_ms']:.1f} ms "
-        f"({share:.2f} of its non-causal time: {skip}), nn.MultiheadAttention with the causal mask "
-        f"{tc['median_ms']:.1f} ms ({tc['median_ms'] / tp['median_ms']:.2f} of its non-causal "
-        f"time)"
+        f"({share:.2f} of its non-causal time: {skip[0]}), nn.MultiheadAttention with the causal "
+        f"mask {tc['median_ms']:.1f} ms ({torch_share:.2f} of its non-causal time)"
         + (
-            "; at this short length fixed per-call costs are a large share of both"
-            if seq < 512
-            else ""
-        )
+            "; at this short length fixed per-call costs are a large share of both" if short else ""
+        ),
+        f"seq_len {seq} 时，带因果掩码的 full-fast 用时 {fc['median_ms']:.1f} ms（是不带掩码时的 "
+        f"{share:.2f}：{skip[1]}），带因果掩码的 nn.MultiheadAttention 用时 "
+        f"{tc['median_ms']:.1f} ms"
+        f"（是它不带掩码时的 {torch_share:.2f}）"
+        + ("；这么短的长度下，每次调用的固定开销在两者中都占了很大比重" if short else ""),
     )
 
 
@@ -583,34 +689,46 @@ def check_targets(res: dict, parts: list) -> list:
     fwd = res["forward"]
     seqs = sorted({r["seq_len"] for r in fwd if "dtype" not in r})
 
-    def add(name, value, op, bound, why_missed, label=""):
+    def add(name: Text, value, op, bound, why_missed: Text, label: Text = ("", "")):
         """One target: ``value`` must be ``op`` (``<=`` or ``>=``) ``bound``."""
-        target = f"{op} {bound}{label}"
+        target = f"{op} {bound}{label[0]}"
         met = value <= bound if op == "<=" else value >= bound
-        if any(t["name"] == name and t["target"] == target for t in targets):
+        if any(t["name"] == name[0] and t["target"] == target for t in targets):
             return  # a reduced run checks several targets at the same length: list it once
         targets.append(
             {
-                "name": name,
+                "name": name[0],
+                "name_zh": name[1],
                 "value": value,
                 "target": target,
+                "target_zh": f"{op} {bound}{label[1]}",
                 "met": bool(met),
-                "why": None if met else why_missed,
+                "why": None if met else why_missed[0],
+                "why_zh": None if met else why_missed[1],
             }
         )
 
     for wanted, limit in ((1024, 0.72), (2048, 0.66)):
         seq, note = _at(wanted, seqs)
         r = _pick(fwd, "full-fast", seq)
+        over = r["ratio_vs_torch"] / limit - 1
         add(
-            f"full-fast forward time / nn.MultiheadAttention at seq_len {seq}",
+            (
+                f"full-fast forward time / nn.MultiheadAttention at seq_len {seq}",
+                f"seq_len {seq} 时 full-fast 前向用时 / nn.MultiheadAttention",
+            ),
             r["ratio_vs_torch"],
             "<=",
             limit,
-            f"{r['ratio_vs_torch'] / limit - 1:.1%} over the target against "
-            "nn.MultiheadAttention measured in the same rounds; "
-            + _parts_text(parts, seq, r)
-            + note,
+            _join(
+                (
+                    f"{over:.1%} over the target against nn.MultiheadAttention measured in the "
+                    "same rounds; ",
+                    f"比目标多 {over:.1%}（与同一轮次里测得的 nn.MultiheadAttention 相比）；",
+                ),
+                _parts_text(parts, seq, r),
+                note,
+            ),
         )
     for wanted in (1024, 2048, 4096):
         seq, note = _at(wanted, seqs)
@@ -618,11 +736,14 @@ def check_targets(res: dict, parts: list) -> list:
         if r is None:
             continue
         add(
-            f"full-fast forward fraction of the same-run GEMM rate at seq_len {seq}",
+            (
+                f"full-fast forward fraction of the same-run GEMM rate at seq_len {seq}",
+                f"seq_len {seq} 时 full-fast 前向达到同一次运行里 GEMM 速率的比例",
+            ),
             r["fraction_of_gemm"],
             ">=",
             0.85,
-            _parts_text(parts, seq, r) + note,
+            _join(_parts_text(parts, seq, r), note),
         )
     mem = res["memory"]
     mem_seqs = sorted({r["seq_len"] for r in mem})
@@ -631,44 +752,83 @@ def check_targets(res: dict, parts: list) -> list:
         r = _pick(mem, "full-fast", seq)
         if r is not None:
             add(
-                f"full-fast peak memory growth / nn.MultiheadAttention at seq_len {seq}",
+                (
+                    f"full-fast peak memory growth / nn.MultiheadAttention at seq_len {seq}",
+                    f"seq_len {seq} 时 full-fast 峰值内存增长 / nn.MultiheadAttention",
+                ),
                 r["ratio_vs_torch"],
                 "<=",
                 0.1,
-                _memory_text(res, r, _pick(mem, "torch", seq)) + note,
+                _join(_memory_text(res, r, _pick(mem, "torch", seq)), note),
+            )
+    masked = res.get("memory_masked", [])
+    masked_seqs = sorted({r["seq_len"] for r in masked})
+    if masked_seqs:
+        seq, note = _at(4096, masked_seqs)
+        r = _pick(masked, "full-fast", seq)
+        if r is not None:
+            add(
+                (
+                    f"full-fast peak memory growth with a [batch, 1, 1, L] padding mask / "
+                    f"without, at seq_len {seq}",
+                    f"seq_len {seq} 时 full-fast 带 [batch, 1, 1, L] 填充掩码与不带掩码的峰值内存"
+                    f"增长之比",
+                ),
+                r["ratio_vs_unmasked"],
+                "<=",
+                1.1,
+                _join(_masked_text(res, r), note),
             )
     seq, note = _at(2048, seqs)
     r = _pick(fwd, "full-fast", seq, causal=True)
     add(
-        f"full-fast causal forward time / nn.MultiheadAttention causal at seq_len {seq}",
+        (
+            f"full-fast causal forward time / nn.MultiheadAttention causal at seq_len {seq}",
+            f"seq_len {seq} 时 full-fast 因果前向用时 / nn.MultiheadAttention 因果前向用时",
+        ),
         r["ratio_vs_torch"],
         "<=",
         0.3,
-        _causal_text(fwd, seq) + note,
+        _join(_causal_text(fwd, seq), note),
     )
     if res["decode"]:
         d = next((r for r in res["decode"] if r["seq_len"] == 1024), res["decode"][-1])
         add(
-            f"KV-cache decoding speed-up per position at seq_len {d['seq_len']}",
+            (
+                f"KV-cache decoding speed-up per position at seq_len {d['seq_len']}",
+                f"seq_len {d['seq_len']} 时 KV 缓存解码每个位置的加速比",
+            ),
             d["speedup"],
             ">=",
             30,
-            f"one cached step takes {d['cache_ms']:.2f} ms against {d['recompute_ms']:.2f} ms "
-            f"for the whole causal forward; the step's work is per-call overhead (checks, four "
-            f"projections of one position, the module calls) plus reading the whole cache, and "
-            f"at short lengths the whole forward is cheap too",
+            (
+                f"one cached step takes {d['cache_ms']:.2f} ms against {d['recompute_ms']:.2f} "
+                f"ms for the whole causal forward; the step's work is per-call overhead (checks, "
+                f"four projections of one position, the module calls) plus reading the whole "
+                f"cache, and at short lengths the whole forward is cheap too",
+                f"带缓存的一步用时 {d['cache_ms']:.2f} ms，整个因果前向计算用时 "
+                f"{d['recompute_ms']:.2f} ms；一步的工作是每次调用的固定开销（检查、一个位置的"
+                f"四个投影、模块调用）加上读一遍整个缓存，而长度短时整个前向计算本身也不贵",
+            ),
         )
     if res["gqa"]:
         h = res["gqa"][0]["heads"]
         g = next((r for r in res["gqa"] if r["kv_heads"] * 4 == h), None)
         if g is not None:
             add(
-                f"GQA cache memory, kv_heads = {g['kv_heads']} of {h} heads, / full heads",
+                (
+                    f"GQA cache memory, kv_heads = {g['kv_heads']} of {h} heads, / full heads",
+                    f"分组查询注意力的缓存内存（{h} 个头中 kv_heads = {g['kv_heads']}）/ 键/值头数"
+                    f"与查询头数相同时",
+                ),
                 g["cache_ratio_vs_full"],
                 "<=",
                 0.25,
-                "the cache holds more than kv_heads heads of keys and values",
-                label=" (saves 3/4)",
+                (
+                    "the cache holds more than kv_heads heads of keys and values",
+                    "缓存里存的键和值多于 kv_heads 个头",
+                ),
+                label=(" (saves 3/4)", "（省下 3/4）"),
             )
     return targets
 
@@ -788,6 +948,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="recheck the targets of a results file (no timing) and rewrite it",
     )
+    p.add_argument(
+        "--memory-into",
+        type=Path,
+        default=None,
+        help="measure only the peak memory (the other sections' sizes and lengths from this "
+        "results file), replace that file's memory sections and recheck its targets",
+    )
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--heads", type=int, default=8)
@@ -795,6 +962,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtype", type=str, default="float32", help=argparse.SUPPRESS)
     p.add_argument("--child", choices=IMPLS, default=None, help=argparse.SUPPRESS)
     p.add_argument("--child-seq", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--child-mask", choices=("none", "padding"), default="none", help=argparse.SUPPRESS
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.batch, args.hidden, args.heads = 2, 64, 8
@@ -817,6 +987,30 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def memory_into(args: argparse.Namespace) -> dict:
+    """Re-measure the memory sections of an existing results file, with its sizes and lengths,
+    and say so in its notes: memory does not depend on the machine's load as time does."""
+    path = args.memory_into
+    res = json.loads(path.read_text(encoding="utf-8"))
+    c = res["config"]
+    args.batch, args.hidden, args.heads = c["batch"], c["hidden"], c["heads"]
+    args.mem_seq, args.quick = c["memory_seq_lens"], c["quick"]
+    notes = [n for n in res["notes"] if not n.startswith("memory")]
+    progress = Progress(len(args.mem_seq) * (len(IMPLS) + len(MASKED_IMPLS)), not args.no_progress)
+    res["memory"], res["memory_masked"] = bench_memory(args, progress, notes)
+    progress.close()
+    date = machine(args.device)["date"]
+    notes.append(
+        f"memory: both memory tables re-measured on {date} (--memory-into), on the same machine "
+        f"and sizes; the other sections are from the run of {res['machine']['date']}"
+    )
+    res["notes"] = notes
+    res["targets"] = check_targets(res, res.get("parts", []))
+    path.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n", "utf-8")
+    print(table(res))
+    return res
+
+
 def main(argv: list[str] | None = None) -> dict | None:
     args = parse(argv)
     if args.child:
@@ -828,6 +1022,8 @@ def main(argv: list[str] | None = None) -> dict | None:
         args.retarget.write_text(json.dumps(res, indent=1, allow_nan=False) + "\n", "utf-8")
         print(table(res))
         return res
+    if args.memory_into:
+        return memory_into(args)
     device = args.device
     dtype = torch.float32
     notes: list[str] = []
@@ -841,7 +1037,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         + len([s for s in args.seq if s >= args.parts_from])
         + len(args.decode_seq)
         + 1
-        + len(args.mem_seq) * len(IMPLS)
+        + len(args.mem_seq) * (len(IMPLS) + len(MASKED_IMPLS))
     )
     progress = Progress(total, enabled=not args.no_progress)
     started = time.perf_counter()
@@ -856,7 +1052,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     backward = bench_backward(args, device, dtype, models, progress, notes)
     decode = bench_decode(args, device, dtype, models, progress)
     gqa = bench_gqa(args, device, dtype, progress)
-    memory = bench_memory(args, progress, notes)
+    memory, memory_masked = bench_memory(args, progress, notes)
     progress.close()
     full = [64, 128, 256, 512, 1024, 2048, 4096]
     if not args.quick and (args.seq != full or args.mem_seq != full or args.repeats < 7):
@@ -890,6 +1086,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         "forward": forward,
         "backward": backward,
         "memory": memory,
+        "memory_masked": memory_masked,
         "decode": decode,
         "gqa": gqa,
         "parts": parts,

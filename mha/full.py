@@ -193,7 +193,7 @@ class KVCache:
         值沿长度这一维追加进来，再对全部键和值做注意力（注意力失败时缓存保持原样）。自动求导记录不到
         缓存时（不记录梯度，比如生成时的 ``torch.inference_mode()`` 或 ``torch.no_grad()``；或者查询、
         键、值都不要求梯度），键和值写进缓冲区，缓冲区满了就把长度翻倍，所以每一步复制自己的键和值，
-        均摊下来再多复制常数个位置。否则每次用 ``torch.cat`` 新建张量，以免改动反向传播要用的张量。
+        均摊下来再多复制常数个位置。否则每次用 ``torch.cat`` 拼接成新张量，以免改动反向传播要用的张量。
 
         属性:
             keys: ``[batch_size, kv_heads, len, head_size]``（``len`` 即 ``len(cache)``），缓冲区前
@@ -497,7 +497,7 @@ class MHA(nn.Module):
                     ``attn_mask`` 同时给出时两者都生效。
                 cache: 一个 [`KVCache`][mha.full.KVCache]：把这次算出的键和值追加进去，再对其中
                     全部的键和值做注意力（只用于自注意力）。
-                need_weights: 同时返回注意力权重（由逐步计算的写法算出）。
+                need_weights: 同时返回注意力权重（由逐步计算的路径算出）。
 
             返回:
                 ``[batch_size, q_len, hidden_size]``；``need_weights`` 为真时再返回注意力权重

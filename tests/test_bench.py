@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "docs" / "assets" / "bench" / "results.json"
 IMPLS = {"annotated", "pure", "full-fast", "full-math", "torch"}
+MASKED_IMPLS = {"full-fast", "torch"}  # measured with a padding mask too
 NUMBER = (int, float)
 
 SCHEMA = {
@@ -54,6 +55,14 @@ SCHEMA = {
         "ratio_vs_torch": NUMBER,
     },
     "memory": {"impl": str, "seq_len": int, "peak_growth_mb": NUMBER, "ratio_vs_torch": NUMBER},
+    "memory_masked": {
+        "impl": str,
+        "seq_len": int,
+        "mask": str,
+        "peak_growth_mb": NUMBER,
+        "unmasked_mb": NUMBER,
+        "ratio_vs_unmasked": NUMBER,
+    },
     "decode": {"seq_len": int, "cache_ms": NUMBER, "recompute_ms": NUMBER, "speedup": NUMBER},
     "gqa": {
         "heads": int,
@@ -62,9 +71,18 @@ SCHEMA = {
         "cache_ratio_vs_full": NUMBER,
         "median_ms": NUMBER,
     },
-    "targets": {"name": str, "value": NUMBER, "target": str, "met": bool, "why": (str, type(None))},
+    "targets": {
+        "name": str,
+        "name_zh": str,
+        "value": NUMBER,
+        "target": str,
+        "target_zh": str,
+        "met": bool,
+        "why": (str, type(None)),
+        "why_zh": (str, type(None)),
+    },
 }
-LISTS = ("forward", "backward", "memory", "decode", "gqa", "targets")
+LISTS = ("forward", "backward", "memory", "memory_masked", "decode", "gqa", "targets")
 
 
 def _check_fields(where: str, record: dict, fields: dict) -> None:
@@ -101,6 +119,7 @@ def check_schema(res: dict) -> None:
             if "why" in row:
                 # A missed target says why; a met one does not need to.
                 assert row["met"] or row["why"], f"targets[{i}] missed without a reason: {row}"
+                assert bool(row["why"]) == bool(row["why_zh"]), f"targets[{i}]: one language {row}"
     for section in ("forward", "backward", "memory"):
         got = {r["impl"] for r in res[section] if "dtype" not in r}
         assert got == IMPLS, f"{section} measures {sorted(got)}, expected {sorted(IMPLS)}"
@@ -109,11 +128,22 @@ def check_schema(res: dict) -> None:
                 assert r["ratio_vs_torch"] == 1.0, f"{section}: torch against itself {r}"
     causal = {r["impl"] for r in res["forward"] if r["causal"]}
     assert causal == {"full-fast", "full-math", "torch"}, causal
+    masked = {r["impl"] for r in res["memory_masked"]}
+    assert masked == MASKED_IMPLS, f"memory_masked measures {sorted(masked)}"
     kv = {(r["heads"], r["kv_heads"]) for r in res["gqa"]}
     heads = res["config"]["heads"]
     assert (heads, heads) in kv and (heads, heads // 4) in kv, kv
     names = " | ".join(t["name"] for t in res["targets"])
-    for topic in ("forward time", "GEMM rate", "peak memory", "causal", "decoding", "GQA"):
+    topics = (
+        "forward time",
+        "GEMM rate",
+        "peak memory",
+        "padding mask",
+        "causal",
+        "decoding",
+        "GQA",
+    )
+    for topic in topics:
         assert topic in names, f"no target about {topic!r} among: {names}"
 
 

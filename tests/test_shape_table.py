@@ -43,7 +43,7 @@ OTHER_SIZES = {"batch_size": 3, "seq_len": 7, "heads_num": 2, "head_size": 6, "h
 # The last column, "contiguous, kind of memory", in each language's words.
 MEMORY_WORDS = {
     "en": ({True: "yes", False: "no"}, {"view": "view", "copy": "copy", "new": "new"}, ", "),
-    "zh": ({True: "是", False: "否"}, {"view": "视图", "copy": "复制", "new": "新建"}, "，"),
+    "zh": ({True: "是", False: "否"}, {"view": "视图", "copy": "复制", "new": "新张量"}, "，"),
 }
 
 # A table row whose first cell is in code font (the header and the |---| line are not).
