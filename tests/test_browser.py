@@ -162,6 +162,11 @@ def test_page_loads_without_errors_and_renders_its_math(tab, lang, page):
     sizes = math_sizes(p)
     flat = [s for s in sizes if s[0] <= 0 or s[1] <= 0]
     assert not flat, f"{lang}/{page}: {len(flat)} of {len(sizes)} formulas are not rendered"
+    # Chinese has no italic: a slanted CJK glyph is a faux italic, so zh emphasis stands upright.
+    styles = set(
+        p.eval_on_selector_all("article em", "es => es.map(e => getComputedStyle(e).fontStyle)")
+    )
+    assert styles <= ({"normal"} if lang == "zh" else {"italic"}), f"{lang}/{page}: em {styles}"
     tab.assert_clean()
 
 
