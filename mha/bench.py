@@ -361,7 +361,7 @@ def bench_decode(args, device, dtype, models, progress) -> list:
             last = x[:, -1:]
 
             def step(cache=cache, last=last, held=seq - 1):
-                cache._len = held  # rewind to L - 1 positions: each timed step appends the L-th
+                cache.crop(held)  # back to L - 1 positions: each timed step appends the L-th
                 return m(last, is_causal=True, cache=cache)
 
             med = round_robin(

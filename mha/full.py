@@ -468,8 +468,9 @@ class MHA(nn.Module):
         Returns:
             ``[batch_size, q_len, hidden_size]``; with ``need_weights``, also the weights
                 ``[batch_size, heads_num, q_len, k_len]`` (after dropout, as applied). A query
-                whose keys are all masked gets a zero attention output, so its output is
-                ``W_o``'s bias.
+                whose keys are all masked (all ``False``, or all ``-inf`` in a float mask; a finite
+                value, however negative, is added to the scores in every dtype) gets a zero
+                attention output, so its output is ``W_o``'s bias.
 
         Raises:
             TypeError: an input, the mask or the cache has the wrong type or dtype.
@@ -502,8 +503,9 @@ class MHA(nn.Module):
             返回:
                 ``[batch_size, q_len, hidden_size]``；``need_weights`` 为真时再返回注意力权重
                     ``[batch_size, heads_num, q_len, k_len]``（训练时为 dropout 之后实际用到的
-                    权重）。某个查询的键全被屏蔽时，它的注意力输出为零，模块在这里的输出就是
-                    ``W_o`` 的偏置。
+                    权重）。某个查询的键全被屏蔽时（布尔掩码全为 ``False``，或浮点掩码全为
+                    ``-inf``；有限的值再小，在任何 dtype 下也只是加到分数上），它的注意力输出为零，
+                    模块在这里的输出就是 ``W_o`` 的偏置。
 
             引发:
                 TypeError: 输入、掩码或缓存的类型或 dtype 不对。

@@ -26,7 +26,11 @@ Cross-attention needs nothing more: both modules project the queries with the fi
 Masks have opposite polarities: in ``mha.full``, ``True`` means *may attend*; in
 ``nn.MultiheadAttention``, ``True`` means *blocked*. Negate a boolean mask when passing it across
 (``attn_mask=~mask``); a padding mask ``[batch_size, 1, 1, k_len]`` becomes its
-``key_padding_mask=~mask[:, 0, 0]``. A float mask is added to the scores in both: pass it as is.
+``key_padding_mask=~mask[:, 0, 0]``. A float mask is added to the scores in both, but only a 2-D
+``[q_len, k_len]`` one means the same in both: pass it as is. A 3-D float or boolean mask is
+``[batch_size * heads_num, q_len, k_len]`` in ``nn.MultiheadAttention`` and
+``[heads_num, q_len, k_len]`` in ``mha.full`` (it broadcasts over the batch): view it as
+``[batch_size, heads_num, q_len, k_len]`` when passing it across.
 
 Examples:
     >>> import torch
@@ -50,6 +54,10 @@ Examples:
     True
     >>> out, _ = t(x, x, x, attn_mask=~causal_mask(3, 3), need_weights=False)
     >>> torch.allclose(out, model(x, is_causal=True), atol=1e-6)
+    True
+    >>> per_head = torch.randn(2 * 4, 3, 3)  # [batch_size * heads_num, q_len, k_len], added
+    >>> out, _ = t(x, x, x, attn_mask=per_head, need_weights=False)
+    >>> torch.allclose(out, model(x, attn_mask=per_head.view(2, 4, 3, 3)), atol=1e-6)
     True
     >>> back = from_torch(t, full=True)
     >>> all(torch.equal(back.state_dict()[k], v) for k, v in model.state_dict().items())
