@@ -7,7 +7,11 @@ translation drifts unnoticed; so, page by page, both languages must have:
 - the same headings: same level, same explicit ``{ #anchor }``, same order (every heading must have
   an explicit anchor, so links survive translation; anchors are unique within a page);
 - the same code blocks (fences and hidden code comments), line for line: only comments may
-  differ (``#`` comments in Python and shell blocks; a comment-only line may be added or dropped);
+  differ (``#`` comments in Python and shell blocks; a comment-only line may be added or dropped).
+  String literals, assert messages included, stay identical on purpose: both pages run the same
+  test, and a reader who copies either gets the same code and, on failure, the same message, which
+  names the tensors involved rather than telling a story (the explanation is the comment's job);
+
 - the same figures (image sources), includes (``--8<--`` lines), mkdocstrings directives
   (``::: mha.x``) and skip directives;
 - the same admonitions (kind and type, nesting) and content tabs, in the same order.
