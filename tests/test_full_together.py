@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from mha.full import MHA, KVCache, causal_mask, padding_mask
+from mha.full import MHA, KVCache, _float_mask_as, causal_mask, padding_mask
 
 paths = pytest.mark.parametrize("fast", [True, False], ids=["fast", "math"])
 low_precision = pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -229,6 +229,14 @@ def test_a_row_masked_with_finfo_min_is_a_softmax_in_every_dtype_and_minus_inf_a
         torch.testing.assert_close(out_lowest[0, 0], average[0], atol=tol, rtol=0)
     assert not torch.equal(out_lowest[0, 0], model.W_o.bias), "finite scores: not a masked row"
     assert torch.equal(out_blocked[0, 0], model.W_o.bias), "all -inf: zero attention, W_o's bias"
+
+
+@low_precision
+def test_a_finite_float_mask_value_becomes_the_dtypes_lowest_finite_value_never_minus_inf(dtype):
+    lowest = torch.finfo(dtype).min  # float16: -65504
+    mask = torch.tensor([torch.finfo(torch.float32).min, -1e9, float("-inf"), -0.5])
+    expected = torch.tensor([lowest, max(-1e9, lowest), float("-inf"), -0.5], dtype=dtype)
+    assert torch.equal(_float_mask_as(mask, dtype), expected)
 
 
 # ---- The cache: crop, values checked, unchanged on failure -----------------------------------
