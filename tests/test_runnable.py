@@ -37,6 +37,7 @@ from hooks.runnable import (
     module_examples,
     normalized,
     parse,
+    parts,
     scripts,
 )
 
@@ -58,29 +59,49 @@ def runnable_blocks(page: Path):
     return blocks, scripts(blocks, language(page))
 
 
-def cases():
-    for page in PAGES:
-        blocks, page_scripts = runnable_blocks(page)
-        for index in page_scripts.ids:
-            yield pytest.param(page, index, id=f"{page_id(page)}:{blocks[index].line}")
-
-
-def run_expecting(script: str, name: str, raises: str | None) -> None:
-    """exec the script in a fresh namespace; it raises ``raises`` (by name) or nothing."""
+def run_expecting(
+    script: str, name: str, raises: str | None, namespace: dict | None = None
+) -> None:
+    """exec the script in ``namespace`` (a fresh one by default); it raises ``raises`` (by name)
+    or nothing."""
+    namespace = {"__name__": "__main__"} if namespace is None else namespace
     code = compile(script, name, "exec")
     if raises is None:
-        exec(code, {"__name__": "__main__"})
+        exec(code, namespace)
         return
     with pytest.raises(Exception) as caught:
-        exec(code, {"__name__": "__main__"})
+        exec(code, namespace)
     assert type(caught.value).__name__ == raises.rsplit(".", 1)[-1], caught.value
 
 
-@pytest.mark.parametrize(("page", "index"), list(cases()))
-def test_every_runnable_script_runs_in_a_fresh_namespace(page, index):
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_runnable_script_runs_in_a_fresh_namespace(page):
+    """Every script of the page, each as if in a fresh namespace, in one pass per namespace.
+
+    A block's script is the header, the blocks above it in its namespace (``as_earlier``), the
+    marker, and the block itself (``as_itself``); header and marker are comments. So the scripts of
+    a namespace share their beginnings: running its blocks in order in one fresh namespace runs
+    each script exactly, one block after another, instead of running the first blocks again for
+    every later script. The text run is checked to be each script's code, so what runs here is
+    what a reader copies.
+    """
     blocks, page_scripts = runnable_blocks(page)
-    block = blocks[index]
-    run_expecting(page_scripts.script(index), f"{page_id(page)}:{block.line}", block.raises)
+    lang = language(page)
+    namespaces: dict[int, dict] = {}
+    above: dict[int, list[str]] = {}
+    for index, block in enumerate(blocks):
+        namespace = namespaces.setdefault(block.namespace, {"__name__": "__main__"})
+        earlier = above.setdefault(block.namespace, [])
+        if index not in page_scripts.ids:
+            run_expecting(block.as_earlier(lang), f"{page_id(page)}:{block.line}", None, namespace)
+            earlier.append(block.as_earlier(lang))
+            continue
+        itself = block.as_itself(lang)
+        pieces = parts(HEADER[lang], earlier, itself, lang)
+        expected = join(pieces, list(range(len(pieces))))
+        assert page_scripts.script(index) == expected, f"{page_id(page)}:{block.line}"
+        run_expecting(itself, f"{page_id(page)}:{block.line}", block.raises, namespace)
+        earlier.append(block.as_earlier(lang))
 
 
 def sample() -> list[tuple[Path, int]]:
