@@ -15,7 +15,7 @@ AXE_PKG := axe-core@4.14.1
 AXE     := build/axe/axe.min.js
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint
+.PHONY: setup serve build test lint screenshots
 setup: $(STAMP) $(FONT) $(AXE)
 
 $(FONT):
@@ -54,3 +54,7 @@ lint: setup
 
 test: lint
 	$(BIN)/python -m pytest
+
+# Not part of the test command: the browser tests again, writing screenshots/ for a reviewer's eyes.
+screenshots: setup
+	MHA_SCREENSHOTS=1 $(BIN)/python -m pytest -q -m browser

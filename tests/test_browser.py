@@ -6,7 +6,7 @@ search finds Chinese words inside sentences, the copy button copies code only (n
 output) and the second button a script that runs on its own, and no request leaves
 127.0.0.1: Chromium resolves no other host name (``--host-resolver-rules``), every request to
 another host is recorded, and a test fails if there is one.
-Screenshots go to ``screenshots/`` (git-ignored).
+Screenshots go to ``screenshots/`` (git-ignored), with ``make screenshots`` only.
 
 Without Chromium (or without CJK fonts, which Chinese needs to render) these tests skip with a
 reason that says what to install; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/run``) they fail.
@@ -141,9 +141,17 @@ def tab(context, site_url):
     assert not tab.outside, f"requests to other hosts: {tab.outside}"
 
 
-def screenshot(page, name: str, full_page: bool = False) -> None:
+def screenshot(target, name: str, full_page: bool = False) -> None:
+    """Save ``screenshots/NAME`` of a page or of one element, when screenshots are asked for.
+
+    Screenshots are for a reviewer's eyes, not assertions: ``make screenshots`` (or
+    ``MHA_SCREENSHOTS=1``) writes them; the test command runs the same checks without them.
+    """
+    if os.environ.get("MHA_SCREENSHOTS") != "1":
+        return
     SCREENSHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=full_page)
+    options = {"full_page": True} if full_page else {}
+    target.screenshot(path=str(SCREENSHOTS / name), **options)
 
 
 def math_sizes(page) -> list[tuple[float, float]]:
@@ -372,11 +380,10 @@ def test_screenshots_of_the_copy_buttons_in_light_and_dark_mode(sharp_tab, lang)
         copy = block.locator("button[data-md-type=copy]")
         assert button.bounding_box()["y"] == copy.bounding_box()["y"], "not beside the copy button"
         name = "light" if scheme == "default" else "dark"
-        SCREENSHOTS.mkdir(exist_ok=True)
-        block.screenshot(path=str(SCREENSHOTS / f"{lang}-copy-buttons-{name}.png"))
+        screenshot(block, f"{lang}-copy-buttons-{name}.png")
         copy.focus()
         p.keyboard.press("Tab")  # keyboard focus: the focus ring shows
-        block.screenshot(path=str(SCREENSHOTS / f"{lang}-copy-buttons-{name}-focus.png"))
+        screenshot(block, f"{lang}-copy-buttons-{name}-focus.png")
     p.locator("form[data-md-component=palette] label:visible").first.click()  # back to light
     p.wait_for_function("document.body.dataset.mdColorScheme === 'default'")
     sharp_tab.assert_clean()

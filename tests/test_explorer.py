@@ -18,7 +18,7 @@ import re
 import pytest
 import torch
 from sitetools import LANGUAGES, ROOT, page_path
-from test_browser import SCREENSHOTS, Tab
+from test_browser import Tab, screenshot
 
 from mha.annotated import MHA
 from mha.trace import record
@@ -232,8 +232,7 @@ def test_explorer_fits_a_phone(browser, site_url, lang, scheme):
         )
         assert overflow == [], f"{lang} {scheme}: wider than its box at 390 px: {overflow}"
         assert box["x"] + box["width"] <= 390, box
-        SCREENSHOTS.mkdir(exist_ok=True)
-        explorer.screenshot(path=str(SCREENSHOTS / f"explorer-{lang}-{scheme}-390.png"))
+        screenshot(explorer, f"explorer-{lang}-{scheme}-390.png")
         tab.assert_clean()
     finally:
         context.close()

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 from sitetools import LANGUAGES, ROOT, load_hook, page_path
-from test_browser import SCREENSHOTS
+from test_browser import screenshot
 
 from mha.annotated import MHA
 from mha.trace import record
@@ -348,10 +348,7 @@ def test_figures_render_in_both_schemes(browser, site_url, scheme, screen):
                 if screen == "phone":
                     assert box["width"] <= SCREENS["phone"]["width"], (language, name, box)
                 if doc == "walkthrough.md":
-                    figure = figures.nth(i)
-                    SCREENSHOTS.mkdir(exist_ok=True)
-                    figure.scroll_into_view_if_needed()
-                    shot = SCREENSHOTS / f"picture-{language}-{scheme}-{screen}-{name}.png"
-                    figure.screenshot(path=str(shot))
+                    shot = f"picture-{language}-{scheme}-{screen}-{name}.png"
+                    screenshot(figures.nth(i), shot)
     finally:
         context.close()
