@@ -264,13 +264,25 @@ def search_page(browser, site_url):
 
 def search(page, site_url: str, lang: str, query: str) -> list[str]:
     """Search ``query`` from a page of ``lang``; every result link, relative to the site root."""
-    page.goto(site_url + page_path(lang, START_PAGE), wait_until="load")
-    translations = json.loads(page.locator("#__config").text_content())["translations"]
+    start = site_url + page_path(lang, START_PAGE)
     box = page.locator("input.md-search__input")
+    meta = page.locator(".md-search-result__meta")
+    if page.url != start:
+        page.goto(start, wait_until="load")
+    else:  # the page of the last search, in this language: empty the box, as a reader would
+        box.fill("")
+        box.press("End")
+        placeholder = json.loads(page.locator("#__config").text_content())["translations"][
+            "search.result.placeholder"
+        ]
+        page.wait_for_function(
+            "([el, text]) => el.textContent.trim() === text",
+            arg=[meta.element_handle(), placeholder],
+        )
+    translations = json.loads(page.locator("#__config").text_content())["translations"]
     box.click()
     box.fill(query)
     box.press("End")  # Material searches on keyup
-    meta = page.locator(".md-search-result__meta")
     none = translations["search.result.none"]
     page.wait_for_function(  # the worker answered: a count, or none
         "([el, none]) => /\\d/.test(el.textContent) || el.textContent.trim() === none",
