@@ -684,6 +684,16 @@ def _causal_text(fwd: list, seq: int) -> Text:
     )
 
 
+def _full_fast_at(rows: list, wanted: int) -> tuple[dict | None, Text]:
+    """full-fast's row of a section at ``wanted`` (or the longest length measured), and the note
+    that says so; ``None`` if the section has no full-fast row there."""
+    seqs = sorted({r["seq_len"] for r in rows})
+    if not seqs:
+        return None, ("", "")
+    seq, note = _at(wanted, seqs)
+    return _pick(rows, "full-fast", seq), note
+
+
 def check_targets(res: dict, parts: list) -> list:
     targets = []
     fwd = res["forward"]
@@ -746,39 +756,34 @@ def check_targets(res: dict, parts: list) -> list:
             _join(_parts_text(parts, seq, r), note),
         )
     mem = res["memory"]
-    mem_seqs = sorted({r["seq_len"] for r in mem})
-    if mem_seqs:
-        seq, note = _at(4096, mem_seqs)
-        r = _pick(mem, "full-fast", seq)
-        if r is not None:
-            add(
-                (
-                    f"full-fast peak memory growth / nn.MultiheadAttention at seq_len {seq}",
-                    f"seq_len {seq} 时 full-fast 峰值内存增长 / nn.MultiheadAttention",
-                ),
-                r["ratio_vs_torch"],
-                "<=",
-                0.1,
-                _join(_memory_text(res, r, _pick(mem, "torch", seq)), note),
-            )
-    masked = res.get("memory_masked", [])
-    masked_seqs = sorted({r["seq_len"] for r in masked})
-    if masked_seqs:
-        seq, note = _at(4096, masked_seqs)
-        r = _pick(masked, "full-fast", seq)
-        if r is not None:
-            add(
-                (
-                    f"full-fast peak memory growth with a [batch, 1, 1, L] padding mask / "
-                    f"without, at seq_len {seq}",
-                    f"seq_len {seq} 时 full-fast 带 [batch, 1, 1, L] 填充掩码与不带掩码的峰值内存"
-                    f"增长之比",
-                ),
-                r["ratio_vs_unmasked"],
-                "<=",
-                1.1,
-                _join(_masked_text(res, r), note),
-            )
+    r, note = _full_fast_at(mem, 4096)
+    if r is not None:
+        seq = r["seq_len"]
+        add(
+            (
+                f"full-fast peak memory growth / nn.MultiheadAttention at seq_len {seq}",
+                f"seq_len {seq} 时 full-fast 峰值内存增长 / nn.MultiheadAttention",
+            ),
+            r["ratio_vs_torch"],
+            "<=",
+            0.1,
+            _join(_memory_text(res, r, _pick(mem, "torch", seq)), note),
+        )
+    r, note = _full_fast_at(res.get("memory_masked", []), 4096)
+    if r is not None:
+        seq = r["seq_len"]
+        add(
+            (
+                f"full-fast peak memory growth with a [batch, 1, 1, L] padding mask / "
+                f"without, at seq_len {seq}",
+                f"seq_len {seq} 时 full-fast 带 [batch, 1, 1, L] 填充掩码与不带掩码的峰值内存"
+                f"增长之比",
+            ),
+            r["ratio_vs_unmasked"],
+            "<=",
+            1.1,
+            _join(_masked_text(res, r), note),
+        )
     seq, note = _at(2048, seqs)
     r = _pick(fwd, "full-fast", seq, causal=True)
     add(
