@@ -5,7 +5,12 @@
 - [`mha.pure`][mha.pure] -- the same class, minimal (纯享版).
 - [`mha.interop`][mha.interop] -- conversion to and from ``torch.nn.MultiheadAttention``, the
   weights copied exactly.
+- [`mha.full`][mha.full] -- the full version (完整版): masks, cross-attention, a KV cache,
+  grouped-query attention, dropout and a fast path, each proven equal to PyTorch's own.
 - [`mha.checks`][mha.checks] -- the argument checks they share.
+- ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
+- ``mha.bench`` -- the benchmark (``python -m mha.bench``): time, memory and FLOP rate, side by
+  side with ``nn.MultiheadAttention``, checked against the performance targets.
 """
 
 __version__ = "0.1.0"

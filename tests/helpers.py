@@ -1,8 +1,8 @@
 # ruff: noqa: E501
 """Shared by the tests: the design post's class (verbatim) and an independent reference.
 
-``DESIGN_SOURCE`` is the design post's code (../shared/seeds/000_8cae4e916b4205e0.txt), copied
-character for character -- it is the seed this project explains, NOT our code. It is kept as a
+``DESIGN_SOURCE`` is the design post's code (the Chinese blog post the site starts from, as
+quoted on the site's annotated page), copied character for character -- it is the seed this project explains, NOT our code. It is kept as a
 string so no formatter can touch it, and executed once to give ``DesignMHA``. Tests use it to show
 that a state_dict saved from the post's class loads unchanged into ours, and that the shape-comment
 checker finds the post's wrong ``.view`` comment.

@@ -296,7 +296,7 @@ def test_no_avoided_variant_is_part_of_a_term():
     assert clashes == [], clashes
 
 
-def test_glossary_has_the_terms_of_issue_7():
+def test_glossary_has_the_shape_and_kernel_terms():
     terms = {r.chinese: r.avoided for r in ZH_ROWS}
     assert {"批维度", "通道", "位置", "算子"} <= set(terms), sorted(terms)
     assert {"批次维度", "批量维度"} <= set(terms["批维度"]), terms["批维度"]
@@ -376,12 +376,12 @@ def test_head_alone_in_compounds_passes_and_the_avoided_variant_does_not():
     ],
     ids=["pici-weidu", "batch-wei", "token", "Tokens", "ciyuan", "kernel", "neihe", "hehanshu"],
 )
-def test_the_new_terms_of_issue_7_catch_their_variants(text, expected):
+def test_shape_and_kernel_variants_are_caught(text, expected):
     hits = find_avoided(text, ZH_ROWS, "x")
     assert [(h.variant, h.term) for h in hits] == expected, hits
 
 
-def test_glossary_has_the_terms_of_issue_8():
+def test_glossary_has_the_mask_cache_and_head_terms():
     terms = {r.chinese: r.avoided for r in ZH_ROWS}
     new = {
         "自注意力", "交叉注意力", "填充掩码", "因果掩码", "KV 缓存", "预填充", "解码", "生成",
@@ -406,12 +406,12 @@ def test_glossary_has_the_terms_of_issue_8():
     ],
     ids=["jianzhi", "kv-cache", "prefill", "buqi", "zhebi", "piancha", "ziwo-hu", "qunzu"],
 )
-def test_the_new_terms_of_issue_8_catch_their_variants(text, expected):
+def test_mask_cache_and_head_variants_are_caught(text, expected):
     hits = find_avoided(text, ZH_ROWS, "x")
     assert [(h.variant, h.term) for h in hits] == expected, hits
 
 
-def test_glossary_has_the_terms_of_issue_14():
+def test_glossary_has_the_path_mode_and_memory_terms():
     terms = {r.chinese: r.avoided for r in ZH_ROWS}
     expected = {
         "评估模式": set(),
@@ -455,12 +455,12 @@ def test_glossary_has_the_terms_of_issue_14():
         "cpu-cache", "cache-line", "xinjian", "d2l-linear-concat", "yanbi", "changdu",
     ],
 )  # fmt: skip
-def test_the_new_terms_of_issue_14_catch_their_variants(text, expected):
+def test_path_mode_and_memory_variants_are_caught(text, expected):
     hits = find_avoided(text, ZH_ROWS, "x")
     assert [(h.variant, h.term) for h in hits] == expected, hits
 
 
-def test_the_terms_of_issue_14_pass_where_they_are_written_right():
+def test_path_mode_and_memory_terms_pass_where_they_are_written_right():
     text = (
         "评估模式下走快速路径；逐步计算的路径存下注意力权重；math 实现；元素按行优先排列；"
         "每个键/值头供两个查询头共用；加载权重文件；见掩码一页；原文；趁数据还在 CPU 高速缓存里，"
@@ -484,7 +484,7 @@ def test_the_d2l_column_maps_its_terms_to_ours():
     assert other - avoided <= explained, sorted(other - avoided - explained)
 
 
-def test_the_terms_of_issue_8_pass_where_they_are_written_right():
+def test_mask_cache_and_head_terms_pass_where_they_are_written_right():
     text = (
         "自注意力和交叉注意力；填充掩码屏蔽填充的位置；先预填充，再逐个生成，每步解码一个位置，"
         "KV 缓存随之变长；分组查询注意力和多查询注意力；融合算子；偏置；设备。"
@@ -492,7 +492,7 @@ def test_the_terms_of_issue_8_pass_where_they_are_written_right():
     assert find_avoided(text, ZH_ROWS, "x") == []
 
 
-def test_the_new_terms_pass_where_they_are_written_right():
+def test_shape_and_kernel_terms_pass_where_they_are_written_right():
     text = (
         "批维度上做广播。序列长度为 1 时只有一个位置。融合算子的调用次数更少。每个通道属于一个头。"
     )
