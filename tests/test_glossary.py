@@ -304,32 +304,32 @@ def test_glossary_has_the_shape_and_kernel_terms():
     assert {"内核", "核函数", "kernel"} <= set(terms["算子"]), terms["算子"]
 
 
+def hits_on(page: Path, find) -> list[Hit]:
+    """What ``find(text, where, kind)`` reports in every text of a zh page a reader reads."""
+    return [hit for where, text, kind in page_texts(page) for hit in find(text, where, kind)]
+
+
 @pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
 def test_zh_page_uses_no_avoided_variant(page):
-    texts = page_texts(page)
-    hits = [hit for where, text, kind in texts for hit in find_avoided(text, ZH_ROWS, where, kind)]
+    hits = hits_on(page, lambda text, where, kind: find_avoided(text, ZH_ROWS, where, kind))
     assert hits == [], f"avoided variants (see docs/zh/glossary.md):\n{report(hits)}"
 
 
 @pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
 def test_zh_page_numbers_from_0(page):
-    hits = [
-        hit for where, text, kind in page_texts(page) for hit in find_ordinals(text, where, kind)
-    ]
+    hits = hits_on(page, find_ordinals)
     assert hits == [], f"write 头 0、行 0–19 (see docs/zh/glossary.md#notes):\n{report(hits)}"
 
 
 @pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
 def test_zh_page_writes_ranges_with_an_en_dash(page):
-    hits = [hit for where, text, kind in page_texts(page) for hit in find_ranges(text, where, kind)]
+    hits = hits_on(page, find_ranges)
     assert hits == [], f"write 0–4 (see docs/zh/glossary.md#notes):\n{report(hits)}"
 
 
 @pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
 def test_zh_page_keeps_eval_mode_and_inference_mode_apart(page):
-    hits = [
-        hit for where, text, kind in page_texts(page) for hit in find_mixed_modes(text, where, kind)
-    ]
+    hits = hits_on(page, find_mixed_modes)
     assert hits == [], f"评估模式 is model.eval(), 推理模式 torch.inference_mode():\n{report(hits)}"
 
 
