@@ -5,7 +5,7 @@ VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The site's math font (SIL Open Font License), installed from the npm registry, never committed.
-# It is the source: the site serves a subset of it, cut at build time by hooks/math_font.py.
+# It is the source: the site serves a subset of it, cut at build time by mha_site/math_font.py.
 FONT_PKG := @fontsource/noto-sans-math@5.3.0
 FONTS    := docs/assets/fonts
 FONT     := $(FONTS)/noto-sans-math.woff2

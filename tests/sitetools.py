@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
+
+from mha_site.languages import LANGUAGES, mkdocs_config
 
 ROOT = Path(__file__).resolve().parents[1]
-LANGUAGES = ("en", "zh")  # en is the default language, built at the site's root
-
-
-def load_hook(name: str):
-    """The MkDocs hook ``hooks/<name>.py`` as a module (hooks are files, not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "hooks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def mkdocs_config() -> dict:
-    return yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
 
 
 def url_prefix() -> str:

@@ -1,7 +1,7 @@
 """The API reference describes every parameter in both languages, and the zh page in Chinese.
 
 The docstrings of ``mha`` are bilingual: English, then a last section ``中文:`` that says
-the same in Chinese with the titles 参数, 返回, 引发 and 属性 (``hooks/docstring_language.py``,
+the same in Chinese with the titles 参数, 返回, 引发 and 属性 (``mha_site/docstring_language.py``,
 which also picks the page's language at build time). For every public callable the API
 page documents (each ``:::`` object of ``docs/en/api.md``, and the public methods a
 class defines, such as ``forward``; a class's ``__init__`` is merged into it), read its
@@ -31,7 +31,6 @@ from pathlib import Path
 
 import griffe
 import pytest
-from sitetools import load_hook
 from test_glossary import GLOSSARY, ZH, find_avoided, parse_glossary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +44,7 @@ ENGLISH_PHRASE = re.compile(r"[A-Za-z][\w'’-]*(?:[ \t\n,;:()]+[A-Za-z][\w'’-
 NO_RETURN = (None, "None", type(None), inspect.Signature.empty)
 
 
-hook = load_hook("docstring_language")
+from mha_site import docstring_language as hook  # noqa: E402
 
 
 @dataclass

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 from sitetools import LANGUAGES, ROOT, nav_pages, page_path
 
-from hooks.runnable import DOCSTRING_HEADER, parse, scripts
+from mha_site.runnable import DOCSTRING_HEADER, parse, scripts
 
 pytestmark = pytest.mark.browser
 
@@ -275,7 +275,7 @@ def test_copy_button_copies_the_code_of_its_block(tab):
 
 
 # The two copy buttons of a code block: Material's copies code only (no prompts, no output), the
-# second copies the block as a script that runs on its own (hooks/runnable.py).
+# second copies the block as a script that runs on its own (mha_site/runnable.py).
 RUNNABLE_TITLE = {"en": "Copy as a runnable script", "zh": "复制为可运行脚本"}
 
 

@@ -107,7 +107,7 @@ def test_api_reference_has_section_headings_in_each_language(built_site):
 
 
 def test_no_line_break_inside_chinese_text(built_site):
-    """A line break in Chinese prose would show as a space (hooks/cjk_breaks.py removes them)."""
+    """A line break in Chinese prose would show as a space (mha_site/cjk_breaks.py removes them)."""
     cjk = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
     inside = re.compile(f"[{cjk}][ \\t]*\\n[ \\t]*[{cjk}]")
     for path in sorted((built_site / "zh").rglob("*.html")):

@@ -18,7 +18,6 @@ never ran: every ``skip: next`` and ``skip: start`` must give a reason (``"why"`
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -27,6 +26,8 @@ from pathlib import Path
 import pytest
 from sybil.evaluators.skip import Skipper
 from sybil.parsers.abstract import AbstractClearNamespaceParser
+
+from mha_site.runnable import sybils
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -121,11 +122,8 @@ def python_blocks(text: str) -> list[Block]:
 
 @cache
 def root_sybil():
-    """The Sybil that pytest uses for docs/, loaded from the root conftest.py."""
-    spec = importlib.util.spec_from_file_location("mha_root_conftest", ROOT / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.docs
+    """The Sybil that pytest uses for docs/ (the root conftest.py collects it)."""
+    return sybils(ROOT)[0]
 
 
 def collected_regions(path: Path) -> list:

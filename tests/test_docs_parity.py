@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from sitetools import load_hook
 
 # The hook that shows included code in one language reads comments the same way.
-find_comment = load_hook("include_language").find_comment
+from mha_site.include_language import find_comment
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -42,7 +41,8 @@ ANCHOR = re.compile(r"\{[^}]*#(?P<anchor>[\w.:-]+)[^}]*\}\s*$")
 HIDDEN_START = re.compile(
     r"^[ \t]*<!--[ \t]*(?:invisible-)?code(?:-block)?[ \t]*:[ \t]*(\S+)[ \t]*$"
 )
-# Figures: Markdown images, <img>, and pictures drawn by hooks/pictures.py (<!-- picture: NAME -->).
+# Figures: Markdown images, <img>, and pictures drawn by mha_site/pictures.py
+# (<!-- picture: NAME -->).
 IMAGE = re.compile(
     r"!\[[^\]]*\]\((?P<src>[^)\s]+)|<img\b[^>]*\bsrc=[\"'](?P<img>[^\"']+)"
     r"|<!--\s*picture:\s*(?P<picture>[\w.-]+)\s*-->"

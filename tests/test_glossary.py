@@ -12,9 +12,9 @@ comments and docstrings of the source files it shows (included with ``--8<--`` o
 What a reader reads as Chinese text is checked; code is not. Fenced code (but its comments), inline
 code, link targets, ``{ #anchor }`` attributes and URLs are blanked before the check, so the
 variable ``one_token``, the anchor ``{ #fused-kernel }`` and the English comments of
-``mha/annotated.py`` (the zh pages never show them: ``hooks/include_language.py``) pass. A variant
-written in Latin letters (``token``, ``kernel``) is matched as a whole word, in any case, with an
-optional plural ``s``.
+``mha/annotated.py`` (the zh pages never show them: ``mha_site/include_language.py``) pass. A
+variant written in Latin letters (``token``, ``kernel``) is matched as a whole word, in any case,
+with an optional plural ``s``.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from sitetools import load_hook
 
 # The hook that shows included code in one language reads comments the same way.
-find_comment = load_hook("include_language").find_comment
+from mha_site.include_language import find_comment
 
 ROOT = Path(__file__).resolve().parents[1]
 ZH = ROOT / "docs" / "zh"

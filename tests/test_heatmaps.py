@@ -1,4 +1,4 @@
-"""The attention heatmaps of the masks page (``hooks/pictures_heatmaps.py``) show a real run.
+"""The attention heatmaps of the masks page (``mha_site/pictures_heatmaps.py``) show a real run.
 
 Every drawn number equals, to the two decimals printed, the weight that a fresh run of the same
 recipe gives (seeded embeddings per word id, a seeded ``mha.full.MHA(16, 4)``,
@@ -10,7 +10,6 @@ pictures on both masks pages.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -28,15 +27,7 @@ NAMES = [f"heatmap-{v}" for v in VARIANTS]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-def load():
-    path = ROOT / "hooks" / "pictures_heatmaps.py"
-    spec = importlib.util.spec_from_file_location("test_pictures_heatmaps", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-heatmaps = load()
+from mha_site import pictures_heatmaps as heatmaps  # noqa: E402
 
 
 def fresh_run() -> dict[str, torch.Tensor]:

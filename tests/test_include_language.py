@@ -1,4 +1,4 @@
-"""Included code shows the comments of the page's language only (``hooks/include_language.py``).
+"""Included code shows the comments of the page's language only (``mha_site/include_language.py``).
 
 ``mha/annotated.py`` holds every explanation twice, a Chinese comment then the English one. The
 built zh pages show the Chinese comments and no English one, the en pages the reverse, and both
@@ -8,7 +8,6 @@ tested on their own too, and a missing file or section still fails.
 
 from __future__ import annotations
 
-import doctest
 import html
 import re
 import textwrap
@@ -16,13 +15,13 @@ from pathlib import Path
 
 import pytest
 from mkdocs.exceptions import PluginError
-from sitetools import load_hook, page_path
+from sitetools import page_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-hook = load_hook("include_language")
-docstrings = load_hook("docstring_language")
+from mha_site import docstring_language as docstrings  # noqa: E402
+from mha_site import include_language as hook  # noqa: E402
 
 CJK = re.compile("[\u3400-\u9fff]")
 SHAPE = re.compile(r"#\s*\[[^\]]*\]\s*")
@@ -211,11 +210,6 @@ def test_docstrings_show_in_the_page_language_too(lang, kept, dropped):
     assert "    return x + 1\n" in shown, shown
 
 
-def test_the_hooks_docstring_example_runs():
-    result = doctest.testmod(hook, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 1 and result.failed == 0, result
-
-
 # ---- Resolving the includes ----------------------------------------------------------------------
 
 SOURCE = """\
@@ -273,12 +267,12 @@ class Page:
         self.file = type("File", (), {"src_uri": src_uri})()
 
 
-def test_the_page_language_is_its_language_folder_else_the_i18n_build():
-    i18n = type("I18n", (), {"current_language": "zh"})()
-    config = {"plugins": {"i18n": i18n}}
-    assert hook.page_language(Page("en/annotated.md"), config) == "en"
-    assert hook.page_language(Page("zh/annotated.md"), config) == "zh"
-    assert hook.page_language(Page("annotated.md"), config) == "zh"
+def test_the_page_language_is_its_language_folder_else_the_default():
+    from mha_site.languages import page_language
+
+    assert page_language(Page("en/annotated.md")) == "en"
+    assert page_language(Page("zh/annotated.md")) == "zh"
+    assert page_language(Page("annotated.md")) == "en"
 
 
 def test_the_hook_reads_the_snippets_options_of_mkdocs_yml(project):

@@ -1,6 +1,6 @@
 """The math font the site serves is cut down to its math, and draws every character of it.
 
-``hooks/math_font.py`` replaces the font copied into the site with a subset of the set-up font
+``mha_site/math_font.py`` replaces the font copied into the site with a subset of the set-up font
 (``docs/assets/fonts/noto-sans-math.woff2``) holding the characters of the built pages' math.
 These tests read the built pages on their own (an HTML parser, not the hook's code) and check the
 served font against them: every character of every ``<math>`` element, each one-letter ``<mi>``

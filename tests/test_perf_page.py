@@ -1,7 +1,7 @@
 """The performance page: its plots and tables are the results file's numbers, in both languages.
 
 The results file (``docs/assets/bench/results.json``, or ``MHA_BENCH_RESULTS``) is read here on its
-own, independently of ``hooks/pictures_perf.py``, and compared with what the hook draws:
+own, independently of ``mha_site/pictures_perf.py``, and compared with what the hook draws:
 
 - each plotted point's tooltip names the implementation and ``L`` of a row of the file and writes
   its number to three significant digits; points lie higher for larger numbers (log scale), and
@@ -22,10 +22,11 @@ import xml.etree.ElementTree as ET
 from html import escape
 
 import pytest
-from sitetools import LANGUAGES, ROOT, load_hook, page_path
+from sitetools import LANGUAGES, ROOT, page_path
 
-perf = load_hook("pictures_perf")
-pictures = load_hook("pictures")
+from mha_site import pictures
+from mha_site import pictures_perf as perf
+
 SVG = "{http://www.w3.org/2000/svg}"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PAGE = "performance.md"

@@ -1,4 +1,5 @@
-"""The pictures of the site: drawn by hooks/pictures_*.py at build time, checked against real runs.
+"""The pictures of the site: drawn by mha_site/pictures_*.py at build time, checked against real
+runs.
 
 - Every picture is drawn in both languages as SVG that parses, with a ``<title>`` and real
   ``<text>`` labels, Chinese on zh and none on en.
@@ -20,14 +21,14 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import torch
-from sitetools import LANGUAGES, ROOT, load_hook, page_path
+from sitetools import LANGUAGES, ROOT, page_path
 from test_browser import screenshot
 
 from mha.annotated import MHA
 from mha.trace import record
+from mha_site import picture_style as style
+from mha_site import pictures
 
-pictures = load_hook("pictures")
-style = load_hook("picture_style")
 NAMES = sorted(pictures.generators())
 SVG = "{http://www.w3.org/2000/svg}"
 SHAPE = re.compile(r"\[\d+(?:, \d+)*\]")

@@ -1,6 +1,6 @@
 """The "Copy as a runnable script" scripts run on their own, and copies hold code only.
 
-``hooks/runnable.py`` builds, for every Python block of the site that Sybil runs, a script: the
+``mha_site/runnable.py`` builds, for every Python block of the site that Sybil runs, a script: the
 page's blocks above it (hidden set-up included) and then the block. Here every script of both
 languages runs in a fresh namespace, a block that shows a traceback raises that exception, one
 script per page runs in a fresh interpreter, and the built site carries exactly these scripts.
@@ -26,7 +26,7 @@ import pytest
 from sitetools import LANGUAGES, ROOT, page_path
 from sybil import Sybil
 
-from hooks.runnable import (
+from mha_site.runnable import (
     BUTTON_TITLE,
     DATA_ID,
     HEADER,

@@ -2,8 +2,8 @@
 
 Each language has its own search index, ``search/search_index.json`` for English and
 ``zh/search/search_index.json`` for Chinese, and each page loads its language's
-(``hooks/search_language.py``). The Chinese index is cut by jieba with a user dictionary
-written at build time from the glossary and the page titles (``hooks/search_dictionary.py``), so
+(``mha_site/search_language.py``). The Chinese index is cut by jieba with a user dictionary
+written at build time from the glossary and the page titles (``mha_site/search_dictionary.py``), so
 逐行走读 is one word, not 逐 / 行走 / 读.
 
 The first tests read the built index files and the dictionary. The browser tests (marked
@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from sitetools import LANGUAGES, ROOT, load_hook, mkdocs_config, nav_pages, page_path
+from sitetools import LANGUAGES, ROOT, mkdocs_config, nav_pages, page_path
 
 PAGES = nav_pages()
 DEFAULT = LANGUAGES[0]
@@ -36,7 +36,7 @@ CONFIG = re.compile(r'<script id="__config" type="application/json">(.*?)</scrip
 TAG = re.compile(r"<[^>]+>")
 EXCLUDED = re.compile(
     r"<svg data-search-exclude.*?</svg>", re.S
-)  # the pictures (hooks/pictures.py)
+)  # the pictures (mha_site/pictures.py)
 PICTURE_TITLE = re.compile(r"<svg data-search-exclude[^>]*>\s*<title[^>]*>([^<]+)</title>")
 GLOSSARY = ROOT / "docs" / "zh" / "glossary.md"
 
@@ -182,7 +182,8 @@ def test_user_dictionary_is_the_same_on_a_second_call(tmp_path):
     import jieba
     from mkdocs.config import load_config
 
-    hook = load_hook("search_dictionary")
+    from mha_site import search_dictionary as hook
+
     config = load_config(str(ROOT / "mkdocs.yml"))
     docs = ROOT / "docs" / "zh"
     first = hook.user_dictionary(config, docs, "zh", ROOT)

@@ -11,7 +11,7 @@ document.addEventListener("click", (event) => {
 }, true);
 
 // "Copy as a runnable script": a second button beside Material's copy button on every Python
-// block that the page's tests run. hooks/runnable.py builds the scripts from the page's Markdown
+// block that the page's tests run. mha_site/runnable.py builds the scripts from the page's Markdown
 // (the same parse Sybil runs) and puts each distinct piece once in #__mha-runnable; a block's
 // data-mha-runnable lists its pieces, joined by a blank line. The button is one of Material's
 // code buttons: same class, place, hover and focus styles, an icon from Material's set (the hook

@@ -60,19 +60,19 @@ from doctest import ELLIPSIS, NORMALIZE_WHITESPACE
 from pathlib import Path
 from urllib.parse import quote
 
-from sybil import Document, Region
+from sybil import Document, Region, Sybil
 from sybil.document import PythonDocStringDocument
 from sybil.evaluators.skip import Skipper
 from sybil.parsers.abstract import AbstractClearNamespaceParser
 from sybil.parsers.markdown import ClearNamespaceParser, PythonCodeBlockParser, SkipParser
 from sybil.parsers.rest import DocTestParser
 
-log = logging.getLogger("mkdocs.hooks.runnable")
+from mha_site.languages import page_language
+from mha_site.markdown import INCLUDE_ONLY, include_targets, render_includes
+
+log = logging.getLogger("mkdocs.plugins.mha_site.runnable")
 
 DOCTEST_OPTIONS = ELLIPSIS | NORMALIZE_WHITESPACE
-
-# A fence body made only of snippet directives: `--8<-- "mha/annotated.py:forward"`.
-INCLUDE_ONLY = re.compile(r'(?:[ \t]*--8<--[ \t]+"[^"\n]+"[ \t]*(?:\n|$))+')
 
 BUTTON_TITLE = {"en": "Copy as a runnable script", "zh": "复制为可运行脚本"}
 # The first lines of a script whose block has code above it, and the line just before the block.
@@ -129,6 +129,32 @@ def markdown_parsers(include_evaluator: Callable | None = None) -> list:
         SkipParser(),
         ClearNamespaceParser(),
     ]
+
+
+def check_include(example) -> None:
+    """Resolve an include fence as the site build does; it must give code that compiles."""
+    source = str(example.parsed)
+    for target in include_targets(source):
+        if re.search(r":\d", target):
+            raise AssertionError(f"include {target!r} by line numbers: use a named section")
+    code = render_includes(source)
+    if not code.strip():
+        raise AssertionError(f"include renders empty: {source.strip()}")
+    compile(code, source.strip(), "exec")
+
+
+def sybils(root: Path) -> tuple[Sybil, Sybil, Sybil]:
+    """The Sybils of the pages (``docs/``), the docstrings (``mha/``) and the README, under
+    ``root``: the root ``conftest.py`` collects them, and :func:`parse` reads pages the same way.
+    Include-only fences are checked by :func:`check_include` instead of being run."""
+    docs = Sybil(
+        parsers=markdown_parsers(check_include), path=str(root / "docs"), patterns=["*.md"]
+    )
+    docstrings = Sybil(parsers=docstring_parsers(), path=str(root / "mha"), patterns=["*.py"])
+    # The README's usage example is code a reader copies first: it runs too.
+    readme_blocks = PythonOrIncludeBlockParser(check_include, doctest_optionflags=DOCTEST_OPTIONS)
+    readme = Sybil(parsers=[readme_blocks, SkipParser()], path=str(root), filenames=["README.md"])
+    return docs, docstrings, readme
 
 
 # -- A page's blocks, as Sybil runs them -------------------------------------------------------
@@ -511,11 +537,6 @@ def annotate(
     return page_html, data, missing
 
 
-def page_language(config) -> str:
-    language = str(config.theme.get("language") or "en")
-    return language if language in BUTTON_TITLE else "en"
-
-
 _page_data: dict[str, dict] = {}
 
 
@@ -529,7 +550,7 @@ def on_page_content(html_text: str, page, config, **kwargs) -> str:
         for problem in block.problems():
             log.warning("%s: %s", page.file.src_uri, problem)
     root = Path(config.config_file_path).parent  # mkdocstrings' paths: ["."]
-    html_text, data, missing = annotate(html_text, blocks, page_language(config), root)
+    html_text, data, missing = annotate(html_text, blocks, page_language(page), root)
     for block in missing:
         log.warning(
             "%s: line %d: the rendered code of this python block is not on the page as written; "

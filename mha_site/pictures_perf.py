@@ -4,9 +4,9 @@ The single source is the file ``python -m mha.bench`` writes, committed at
 ``docs/assets/bench/results.json`` (``MHA_BENCH_RESULTS`` names another file, for development).
 No number of the page is typed by hand:
 
-- as a generator of ``hooks/pictures.py`` (``PICTURES``), it draws the plots: time and peak memory
-  against the sequence length, log scale on both axes, one line per implementation; and the time
-  as a ratio of ``nn.MultiheadAttention``'s. Each point carries a ``<title>`` with its number.
+- as a generator of ``mha_site/pictures.py`` (``PICTURES``), it draws the plots: time and peak
+  memory against the sequence length, log scale on both axes, one line per implementation; and the
+  time as a ratio of ``nn.MultiheadAttention``'s. Each point carries a ``<title>`` with its number.
 - as a MkDocs hook of its own (listed in mkdocs.yml), it replaces a line
   ``<!-- bench-table: NAME -->`` of a page with a Markdown table of the file (``TABLES``), in the
   page's language.
@@ -21,13 +21,12 @@ import logging
 import math
 import os
 import re
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from picture_style import FONT, SMALL, Svg, tr
+from mha_site.languages import page_language, tr
+from mha_site.picture_style import FONT, SMALL, Svg
 
-log = logging.getLogger("mkdocs.hooks.pictures_perf")
+log = logging.getLogger("mkdocs.plugins.mha_site.pictures_perf")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "docs" / "assets" / "bench" / "results.json"
@@ -482,11 +481,6 @@ TABLES = {
 
 def table(name: str, language: str) -> str:
     return TABLES[name](load(), language)
-
-
-def page_language(page) -> str:
-    first = page.file.src_uri.split("/", 1)[0]
-    return first if first in ("en", "zh") else "en"
 
 
 def on_page_markdown(markdown: str, page, **kwargs) -> str:

@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
-from pathlib import Path
 
 import torch
 
-HERE = str(Path(__file__).resolve().parent)
-if HERE not in sys.path:  # hooks are loaded from their files: make the shared style importable
-    sys.path.insert(0, HERE)
-
-import picture_style as style  # noqa: E402
-from picture_style import FONT, SMALL, Run, Svg, shape_text, tr  # noqa: E402
+from mha_site import picture_style as style
+from mha_site.languages import tr
+from mha_site.picture_style import FONT, SMALL, Run, Svg, shape_text
 
 RUN = Run(hidden_size=4, heads_num=2, x_shape=(1, 3, 4))
 BOX_W, BOX_H = 26, 22  # one element of a strip or a grid

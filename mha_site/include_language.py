@@ -11,34 +11,25 @@ A Chinese reader reads the Chinese comments, an English reader the English ones.
 Only full-line comments are dropped; code and trailing comments stay, and so do comments that are
 in neither language (a shape such as ``# [batch_size, seq_len, hidden_size]``, ``# noqa``). The
 bilingual docstrings show in the page's language too, as on the API page: that is
-``source_in_language`` of ``hooks/docstring_language.py``. A missing file or section fails the
+``source_in_language`` of ``mha_site/docstring_language.py``. A missing file or section fails the
 build, as it does without this hook. The page's language is the language folder its source lives
 in (``docs/zh/...``), else the language the i18n plugin is building.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import re
 import textwrap
-from pathlib import Path
 
-import markdown
 from mkdocs.exceptions import PluginError
 from pymdownx.snippets import SnippetMissingError
 
-LANGUAGES = ("en", "zh")
-CJK = re.compile("[\u3400-\u9fff\uf900-\ufaff]")
+from mha_site.docstring_language import source_in_language
+from mha_site.languages import LANGUAGES, page_language
+from mha_site.markdown import CHINESE, INCLUDE_FENCE, render_includes, snippets_options
+
 # A comment that belongs to no language: empty, a shape, a tool directive.
 NEUTRAL = re.compile(r"#[ \t]*(?:\[[^\]]*\][ \t]*|(?:noqa|type:|fmt:|pragma|ruff:).*)?")
-# A python fence whose body is only snippet directives, as the root conftest.py defines it.
-INCLUDE_FENCE = re.compile(
-    r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})python[ \t]*\n"
-    r"(?P<body>(?:[ \t]*--8<--[ \t]+\"[^\"\n]+\"[ \t]*\n)+)"
-    r"(?P=indent)(?P=fence)[ \t]*$",
-    re.MULTILINE,
-)
 
 
 def comment_language(comment: str) -> str | None:
@@ -47,7 +38,7 @@ def comment_language(comment: str) -> str | None:
     comment = comment.strip()
     if NEUTRAL.fullmatch(comment):
         return None
-    return "zh" if CJK.search(comment) else "en"
+    return "zh" if CHINESE.search(comment) else "en"
 
 
 def find_comment(line: str, quote: str | None = None) -> tuple[int, str | None]:
@@ -100,50 +91,25 @@ def keep_language(code: str, language: str) -> str:
     return "".join(kept)
 
 
-@functools.cache
-def docstring_language():
-    """The sibling hook ``hooks/docstring_language.py`` (its ``source_in_language``)."""
-    path = Path(__file__).with_name("docstring_language.py")
-    spec = importlib.util.spec_from_file_location("mha_hooks_docstring_language", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def in_language(code: str, language: str) -> str:
     """Python ``code`` as a reader of ``language`` sees it: the other language's full-line
     comments dropped, each bilingual docstring in ``language`` only."""
-    return docstring_language().source_in_language(keep_language(code, language), language)
-
-
-def snippets_options(config) -> dict:
-    """pymdownx.snippets' options as mkdocs.yml gives them, base paths made absolute."""
-    if "pymdownx.snippets" not in config["markdown_extensions"]:
-        raise PluginError("hooks/include_language.py: mkdocs.yml does not enable pymdownx.snippets")
-    options = dict(config["mdx_configs"].get("pymdownx.snippets") or {})
-    root = Path(config["config_file_path"]).resolve().parent
-    bases = options.get("base_path", ["."])
-    options["base_path"] = [str(root / b) for b in ([bases] if isinstance(bases, str) else bases)]
-    return options
+    return source_in_language(keep_language(code, language), language)
 
 
 def resolve_includes(text: str, language: str, options: dict, where: str = "page") -> str:
     """Replace each include-only python fence of the Markdown ``text`` by the code it includes,
     keeping the comments of ``language``. A missing file or section raises ``PluginError``."""
-    md = markdown.Markdown(
-        extensions=["pymdownx.snippets"], extension_configs={"pymdownx.snippets": options}
-    )
-    snippets = md.preprocessors["snippet"]
 
     def inline(match: re.Match) -> str:
         indent, fence = match["indent"], match["fence"]
-        directives = textwrap.dedent(match["body"]).splitlines()
         try:
-            code = textwrap.dedent("\n".join(snippets.run(directives)))
+            code = render_includes(match["body"], options)
         except SnippetMissingError as error:
             raise PluginError(f"{where}: {error}") from error
         if not code.strip():
-            raise PluginError(f"{where}: include renders empty: {' '.join(directives)}")
+            directives = " ".join(textwrap.dedent(match["body"]).split())
+            raise PluginError(f"{where}: include renders empty: {directives}")
         code = in_language(code.strip("\n") + "\n", language)
         body = "".join(indent + line if line.strip() else line for line in code.splitlines(True))
         return f"{indent}{fence}python\n{body}{indent}{fence}"
@@ -151,17 +117,11 @@ def resolve_includes(text: str, language: str, options: dict, where: str = "page
     return INCLUDE_FENCE.sub(inline, text)
 
 
-def page_language(page, config) -> str | None:
-    """The language folder of the page's source (``zh/annotated.md``), else i18n's language."""
-    first = page.file.src_uri.split("/", 1)[0]
-    if first in LANGUAGES:
-        return first
-    i18n = config["plugins"].get("i18n")
-    return getattr(i18n, "current_language", None)
-
-
 def on_page_markdown(markdown_text: str, page, config, **kwargs) -> str:
     if "--8<--" not in markdown_text:
         return markdown_text
-    language = page_language(page, config)
-    return resolve_includes(markdown_text, language, snippets_options(config), page.file.src_uri)
+    try:
+        options = snippets_options(config)
+    except LookupError as error:
+        raise PluginError(f"mha_site.include_language: {error}") from error
+    return resolve_includes(markdown_text, page_language(page), options, page.file.src_uri)

@@ -4,7 +4,7 @@ The math font, Noto Sans Math (SIL Open Font License, which allows subsetting), 
 set-up into ``docs/assets/fonts/noto-sans-math.woff2`` (``make setup``; git-ignored). That file
 has about 3000 characters and weighs 270 KB: more than the rest of what the heaviest page
 loaded (249 KB, text gzip-compressed; ``tests/test_page_weight.py``). The site's formulas
-(MathML made by ``hooks/mathml.py``; ``docs/assets/mha.css`` draws every ``<math>`` with this
+(MathML made by ``mha_site/mathml.py``; ``docs/assets/mha.css`` draws every ``<math>`` with this
 font and nothing else) use about 70 of them.
 
 After the build, this hook reads the text of every ``<math>`` element of every built page and
@@ -44,7 +44,7 @@ from pathlib import Path
 
 from mkdocs.plugins import event_priority
 
-log = logging.getLogger("mkdocs.hooks.math_font")
+log = logging.getLogger("mkdocs.plugins.mha_site.math_font")
 
 FONT = Path("assets") / "fonts" / "noto-sans-math.woff2"  # relative to docs/ and to the site
 CACHE = Path("build") / "math-font"  # relative to mkdocs.yml; git-ignored
@@ -96,7 +96,7 @@ def subset(source: bytes, chars: set[str]) -> bytes:
     from fontTools import subset as fontsubset
     from fontTools.ttLib import TTFont
 
-    font = TTFont(io.BytesIO(source))
+    font = TTFont(io.BytesIO(source), recalcTimestamp=False)  # the same bytes every build
     cmap = font.getBestCmap()
     glyphs = {cmap[ord(char)] for char in chars if ord(char) in cmap}
     options = fontsubset.Options()

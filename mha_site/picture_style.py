@@ -1,6 +1,6 @@
 """The look shared by every picture of the site: the head palette and small SVG helpers.
 
-Not a generator (``hooks/pictures.py`` loads only ``hooks/pictures_*.py``): the generator
+Not a generator (``mha_site/pictures.py`` loads only ``mha_site/pictures_*.py``): the generator
 modules import it. Colours come in two forms. Each element carries a class (``mha-h2`` for head 2,
 ``mha-t2`` for text in head 2's colour, ``mha-fg`` ...) that ``docs/assets/mha.css`` colours for the
 light and the dark scheme, and a presentation attribute with the light colour, so the SVG also
@@ -19,6 +19,8 @@ from __future__ import annotations
 from html import escape
 from typing import NamedTuple
 
+from mha_site.languages import tr
+
 # Strong colours, used for outlines and for text (light: >= 5.9:1 on white; dark: >= 7:1 on
 # Material's slate background #1e2029), and opaque tints of them for filled cells.
 HEADS_LIGHT = ("#1f5fa8", "#a14a00", "#17724a", "#8a3a9a")
@@ -32,11 +34,6 @@ ACCENT_LIGHT, ACCENT_DARK = "#c2185b", "#ff80ab"  # the axis that moves (5.9:1 a
 CELL = 14  # side of one element's square, in SVG units, on every picture
 FONT = 13  # label size; code and shapes use the same size in the site's code font
 SMALL = 11
-
-
-def tr(language: str, en: str, zh: str) -> str:
-    """The label in the page's language."""
-    return zh if language == "zh" else en
 
 
 def shape_text(shape) -> str:

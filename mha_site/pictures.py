@@ -4,7 +4,7 @@ A page asks for a picture with a line of its own, the same in both languages:
 
     <!-- picture: view-split -->
 
-Pictures come from generator modules beside this hook, ``hooks/pictures_*.py``. Each defines
+Pictures come from generator modules beside this hook, ``mha_site/pictures_*.py``. Each defines
 ``PICTURES``, a dict from a picture's name to a function that takes the page's language (``"en"``
 or ``"zh"``) and returns the picture as SVG markup (a string that starts with ``<svg``, with its
 labels as ``<text>`` and a ``<title>`` for screen readers). The functions run ``mha`` (most of them
@@ -20,29 +20,27 @@ both languages.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
 import re
-from pathlib import Path
 
-log = logging.getLogger("mkdocs.hooks.pictures")
+from mha_site import pictures_flow, pictures_heatmaps, pictures_memory, pictures_perf
+from mha_site.languages import page_language
+
+log = logging.getLogger("mkdocs.plugins.mha_site.pictures")
 
 MARKER = re.compile(r"<!--\s*picture:\s*([\w.-]+)\s*-->")
-HERE = Path(__file__).resolve().parent
-LANGUAGES = ("en", "zh")
+# The generator modules: a new one is imported and added here.
+GENERATORS = (pictures_flow, pictures_heatmaps, pictures_memory, pictures_perf)
 
 
 @functools.cache
 def generators() -> dict:
-    """Every picture of every ``hooks/pictures_*.py``, by name."""
+    """Every picture of every generator module in ``GENERATORS``, by name."""
     found: dict = {}
-    for path in sorted(HERE.glob("pictures_*.py")):
-        spec = importlib.util.spec_from_file_location(f"mha_hooks_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    for module in GENERATORS:
         for name, draw in module.PICTURES.items():
             if name in found:
-                raise ValueError(f"picture {name!r} is defined twice ({path.name})")
+                raise ValueError(f"picture {name!r} is defined twice ({module.__name__})")
             found[name] = draw
     return found
 
@@ -54,11 +52,6 @@ def draw(name: str, language: str) -> str:
     if not svg.lstrip().startswith("<svg"):
         raise ValueError(f"picture {name!r} is not SVG markup")
     return svg
-
-
-def page_language(page) -> str:
-    first = page.file.src_uri.split("/", 1)[0]
-    return first if first in LANGUAGES else LANGUAGES[0]
 
 
 def figure(name: str, language: str) -> str:

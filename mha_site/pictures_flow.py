@@ -14,17 +14,12 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
-from pathlib import Path
 
 import torch
 
-HERE = str(Path(__file__).resolve().parent)
-if HERE not in sys.path:  # hooks are loaded from their files: make the shared style importable
-    sys.path.insert(0, HERE)
-
-import picture_style as style  # noqa: E402
-from picture_style import CELL, FONT, PAGE_RUN, SMALL, Run, Svg, shape_text, tr  # noqa: E402
+from mha_site import picture_style as style
+from mha_site.languages import tr
+from mha_site.picture_style import CELL, FONT, PAGE_RUN, SMALL, Run, Svg, shape_text
 
 RUN = PAGE_RUN
 GAP = 10  # between blocks

@@ -41,11 +41,12 @@ import griffe
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-LANGUAGES = ("en", "zh")
+from mha_site.languages import LANGUAGES, building
+
 MARKER = "中文:"
 # The Chinese part's section titles and the Google titles they stand for.
 TITLES = {"参数": "Args", "返回": "Returns", "引发": "Raises", "属性": "Attributes"}
-EXTENSION = "hooks/docstring_language.py:DocstringLanguage"
+EXTENSION = "mha_site.docstring_language:DocstringLanguage"
 # A section title: a line at the left margin that ends with a colon (the next line is indented).
 TITLE = re.compile(r"^(?P<title>\S[^:：]*)[:：][ \t]*$")
 
@@ -199,13 +200,6 @@ class DocstringLanguage(griffe.Extension):
         self._select(obj)
 
 
-def building(config) -> str:
-    """The language mkdocs-static-i18n is about to build (its default before the first build)."""
-    i18n = config.plugins.get("i18n")
-    language = getattr(i18n, "current_language", None) or getattr(i18n, "default_language", None)
-    return language or config.theme.get("language") or "en"
-
-
 @event_priority(50)  # before mkdocstrings' on_config (0), which makes the handlers
 def on_config(config, **kwargs):
     plugin = config.plugins.get("mkdocstrings")
@@ -213,10 +207,10 @@ def on_config(config, **kwargs):
     extensions = (python.get("options") or {}).get("extensions") or []
     for i, extension in enumerate(extensions):
         name = next(iter(extension)) if isinstance(extension, dict) else extension
-        if str(name).replace("\\", "/").endswith(EXTENSION):
+        if str(name) == EXTENSION:
             extensions[i] = {name: {"language": building(config)}}
             return config
     raise PluginError(
-        f"hooks/docstring_language.py: add {EXTENSION} to the extensions of mkdocstrings' python "
-        "handler in mkdocs.yml, or the zh API page shows the English docstrings"
+        f"mha_site.docstring_language: add {EXTENSION} to the extensions of mkdocstrings' "
+        "python handler in mkdocs.yml, or the zh API page shows the English docstrings"
     )

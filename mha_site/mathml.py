@@ -15,7 +15,7 @@ import re
 
 from latex2mathml.converter import convert
 
-log = logging.getLogger("mkdocs.hooks.mathml")
+log = logging.getLogger("mkdocs.plugins.mha_site.mathml")
 
 # arithmatex generic output; the LaTeX inside is HTML-escaped.
 ARITHMATEX = re.compile(

@@ -35,24 +35,19 @@ from pathlib import Path
 
 from mkdocs.plugins import event_priority
 
-log = logging.getLogger("mkdocs.hooks.search_language")
+from mha_site.languages import DEFAULT, LANGUAGES, building
+
+log = logging.getLogger("mkdocs.plugins.mha_site.search_language")
 
 CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
 BASE = re.compile(r'("base":\s*)"([^"\\]*)"')
 
 
 def languages(config) -> tuple[str | None, list[str]]:
-    """The default locale and the other built locales of the i18n plugin (None, [] without it)."""
-    i18n = config.plugins.get("i18n")
-    if i18n is None or not hasattr(i18n, "build_languages"):
+    """The default language and the others (None, [] without the i18n plugin)."""
+    if config.plugins.get("i18n") is None:
         return None, []
-    default = i18n.default_language
-    return default, [locale for locale in i18n.build_languages if locale != default]
-
-
-def current_language(config) -> str | None:
-    i18n = config.plugins.get("i18n")
-    return getattr(i18n, "current_language", None)
+    return DEFAULT, [language for language in LANGUAGES if language != DEFAULT]
 
 
 def language_of(location: str, others: list[str]) -> str | None:
@@ -68,7 +63,7 @@ def on_post_build(config, **kwargs):
         return
     index = json.loads(index_path.read_text(encoding="utf-8"))
     i18n = config.plugins.get("i18n")
-    language = current_language(config) if i18n.building else default
+    language = building(config) if i18n.building else default
     if language != default:
         # This language's build: the index holds its pages alone.
         prefix = f"{language}/"
@@ -91,8 +86,8 @@ def on_post_build(config, **kwargs):
 
 def on_post_page(output: str, page, config, **kwargs):
     default, others = languages(config)
-    language = current_language(config)
-    if language is None or language == default or language not in others:
+    language = building(config)
+    if language == default or language not in others:
         return output
 
     def rebase(config_script: re.Match) -> str:

@@ -37,10 +37,11 @@ from pathlib import Path
 
 from mkdocs.plugins import event_priority
 
-log = logging.getLogger("mkdocs.hooks.search_dictionary")
+from mha_site.markdown import HAN, include_targets
 
-HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-INCLUDE = re.compile(r'-{2}8<-{2}\s+"([^"]+)"')  # pymdownx.snippets
+log = logging.getLogger("mkdocs.plugins.mha_site.search_dictionary")
+
+HAN_RUN = re.compile(f"[{HAN}]+")  # a run of Chinese characters
 AUTODOC = re.compile(r"^:::\s+([\w.]+)", re.M)  # mkdocstrings
 TERM_LENGTH = 4  # the longest candidate kept whole: longer Han runs are phrases, not terms
 # jieba part-of-speech tags of the characters that glue onto a one-character term: numeral,
@@ -62,7 +63,7 @@ def glossary_terms(glossary: Path) -> list[str]:
         if column is None:
             column = cells.index("中文") if "中文" in cells else -1
         elif column >= 0 and column < len(cells) and not set(cells[column]) <= set("-: "):
-            terms += HAN.findall(cells[column])
+            terms += HAN_RUN.findall(cells[column])
     return terms
 
 
@@ -76,7 +77,7 @@ def candidates(config, language_dir: Path, locale: str) -> dict[str, list[str]]:
     glossary = language_dir / "glossary.md"
     return {
         "glossary": glossary_terms(glossary) if glossary.is_file() else [],
-        "navigation": [run for title in titles for run in HAN.findall(title)],
+        "navigation": [run for title in titles for run in HAN_RUN.findall(title)],
     }
 
 
@@ -93,7 +94,7 @@ def text_sources(language_dir: Path, root: Path) -> list[Path]:
     found = dict.fromkeys(pages)
     for page in pages:
         text = page.read_text(encoding="utf-8")
-        for included in INCLUDE.findall(text):
+        for included in include_targets(text):
             path = root / included.split(":")[0]
             if path.is_file():
                 found[path] = None
@@ -171,7 +172,7 @@ def _user_dictionary(config, language_dir: Path, locale: str, root: Path) -> str
     runs = [
         run
         for source in text_sources(language_dir, root)
-        for run in HAN.findall(source.read_text(encoding="utf-8"))
+        for run in HAN_RUN.findall(source.read_text(encoding="utf-8"))
     ]
     tokenizer = jieba.Tokenizer()  # a copy of ``default``'s dictionary, not a second load of it
     tokenizer.FREQ, tokenizer.total, tokenizer.initialized = dict(default.FREQ), default.total, True

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 
-CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d"
+from mha_site.markdown import CHINESE_TEXT
+
+CJK = CHINESE_TEXT
 BETWEEN_CJK = re.compile(f"(?<=[{CJK}])[ \\t]*\\n[ \\t]*(?=[{CJK}])")
 AFTER_PUNCTUATION = re.compile("(?<=[\uff0c\u3002\u3001\uff1b\uff1a\uff01\uff1f])[ \\t]*\\n[ \\t]*")
 PROTECTED = re.compile(r"(<(pre|code|script|style|math|svg|textarea)\b.*?</\2>)", re.DOTALL)

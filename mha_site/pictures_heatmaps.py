@@ -25,18 +25,11 @@ from __future__ import annotations
 
 import functools
 import html
-import sys
-from pathlib import Path
 
 import torch
 
 from mha.full import MHA, padding_mask
-
-HERE = str(Path(__file__).resolve().parent)
-if HERE not in sys.path:  # hooks are loaded from their files: make the shared style importable
-    sys.path.insert(0, HERE)
-
-import picture_style as style  # noqa: E402
+from mha_site import picture_style as style
 
 SEED = 0
 HIDDEN_SIZE = 16
@@ -265,7 +258,7 @@ def draw(variant: str, language: str) -> str:
         py = top + (head // PANEL_COLUMNS) * (panel_h + GAP / 2)
         gx, gy = px + row_label, py + 20 + column_label
         out.append(f'<g class="head" data-head="{head}">')
-        # head i in its colour of every picture (hooks/picture_style.py): label and frame
+        # head i in its colour of every picture (mha_site/picture_style.py): label and frame
         text_class, text_colour = style.text_of(head)
         stroke_class, stroke_colour = style.stroke_of(head)
         out.append(

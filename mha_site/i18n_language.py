@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from mkdocs.plugins import event_priority
 
+from mha_site.languages import building
+
 
 @event_priority(50)
 def on_config(config, **kwargs):
-    i18n = config.plugins.get("i18n")
-    language = getattr(i18n, "current_language", None)
-    if language:
-        config.theme["language"] = language
+    if config.plugins.get("i18n") is not None:
+        config.theme["language"] = building(config)
     return config

@@ -1,0 +1,66 @@
+"""The site's languages, in one place: which ones, which one a page or a build is in, and a label
+in each.
+
+The list comes from mkdocs.yml (the i18n plugin's ``languages``), the default first: add a language
+there and every step of the build, every checker and every test sees it.
+
+>>> LANGUAGES
+('en', 'zh')
+>>> tr("zh", "head", "头"), tr("en", "head", "头")
+('头', 'head')
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def mkdocs_config() -> dict:
+    """mkdocs.yml as data (read once)."""
+    return yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+
+
+def _i18n_languages() -> tuple[str, ...]:
+    for plugin in mkdocs_config()["plugins"]:
+        if isinstance(plugin, dict) and "i18n" in plugin:
+            entries = plugin["i18n"]["languages"]
+            default = [e["locale"] for e in entries if e.get("default")]
+            return tuple(default + [e["locale"] for e in entries if not e.get("default")])
+    raise LookupError("mkdocs.yml does not configure the i18n plugin's languages")
+
+
+LANGUAGES: tuple[str, ...] = _i18n_languages()
+"""Every language of the site, the default first: ``("en", "zh")``."""
+DEFAULT = LANGUAGES[0]
+"""The default language, built at the site's root."""
+
+
+def page_language(page) -> str:
+    """The language of a MkDocs page: the folder of its source (``zh/annotated.md`` is ``"zh"``)."""
+    first = page.file.src_uri.split("/", 1)[0]
+    return first if first in LANGUAGES else DEFAULT
+
+
+def building(config) -> str:
+    """The language the i18n plugin is building now (the default before its first build)."""
+    i18n = config.plugins.get("i18n")
+    language = getattr(i18n, "current_language", None) or getattr(i18n, "default_language", None)
+    return language if language in LANGUAGES else DEFAULT
+
+
+def check(language: str) -> str:
+    """``language`` itself, or a ValueError naming the languages there are."""
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    return language
+
+
+def tr(language: str, en: str, zh: str) -> str:
+    """The text in ``language``: ``zh`` on a Chinese page, ``en`` on any other."""
+    return zh if language == "zh" else en

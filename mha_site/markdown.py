@@ -1,0 +1,152 @@
+"""The Markdown of the pages, in one place: fenced code blocks, snippet includes, Chinese text and
+pymdownx.snippets' options. The build steps, the root ``conftest.py``, the checkers and the tests
+read pages with these, so they all agree on what a fence or an include is.
+
+>>> [(f.line, f.language, f.body) for f in fences("text\\n```python\\nx = 1\\n```\\n")]
+[(2, 'python', 'x = 1\\n')]
+>>> include_targets('```python\\n--8<-- "mha/pure.py:forward"\\n```')
+['mha/pure.py:forward']
+>>> bool(CHINESE.search("形状 [b, s, d]")), bool(CHINESE.search("shape [b, s, d]"))
+(True, False)
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mha_site.languages import ROOT, mkdocs_config
+
+# -- Chinese text ---------------------------------------------------------------------------------
+
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+"""Chinese characters (CJK Unified Ideographs, Extension A, Compatibility), for a ``[]`` class."""
+CHINESE = re.compile(f"[{HAN}]")
+"""One Chinese character: ``CHINESE.search(text)`` says whether ``text`` has Chinese in it."""
+CHINESE_TEXT = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d"
+"""The characters of Chinese prose, for a ``[...]`` class: Chinese characters and radicals, CJK and
+full-width punctuation, and the curly quotes that Chinese text uses."""
+
+# -- Snippet includes (pymdownx.snippets) ---------------------------------------------------------
+
+INCLUDE_LINE = re.compile(r'^[ \t]*--8<--[ \t]+"(?P<target>[^"\n]+)"[ \t]*$', re.MULTILINE)
+"""One include directive on a line of its own: ``--8<-- "mha/annotated.py:forward"``."""
+INCLUDE_ONLY = re.compile(r'(?:[ \t]*--8<--[ \t]+"[^"\n]+"[ \t]*(?:\n|$))+')
+"""A fence body made only of include directives (``INCLUDE_ONLY.fullmatch(body)``)."""
+INCLUDE_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})python[ \t]*\n"
+    r"(?P<body>(?:[ \t]*--8<--[ \t]+\"[^\"\n]+\"[ \t]*\n)+)"
+    r"(?P=indent)(?P=fence)[ \t]*$",
+    re.MULTILINE,
+)
+"""A python fence whose body is only include directives: the build replaces it with the code."""
+
+
+def include_targets(text: str) -> list[str]:
+    """The target of every include directive in ``text``: ``["mha/pure.py:forward", ...]``."""
+    return INCLUDE_LINE.findall(text)
+
+
+def snippets_options(config=None) -> dict:
+    """pymdownx.snippets' options as mkdocs.yml gives them, base paths made absolute.
+
+    ``config`` is MkDocs' config during a build; without it, mkdocs.yml is read.
+    """
+    if config is not None:
+        if "pymdownx.snippets" not in config["markdown_extensions"]:
+            raise LookupError("mkdocs.yml does not enable pymdownx.snippets")
+        options = dict(config["mdx_configs"].get("pymdownx.snippets") or {})
+        root = Path(config["config_file_path"]).resolve().parent
+    else:
+        for extension in mkdocs_config()["markdown_extensions"]:
+            if isinstance(extension, dict) and "pymdownx.snippets" in extension:
+                options = dict(extension["pymdownx.snippets"] or {})
+                break
+        else:
+            raise LookupError("mkdocs.yml does not enable pymdownx.snippets")
+        root = ROOT
+    bases = options.get("base_path", ["."])
+    options["base_path"] = [str(root / b) for b in ([bases] if isinstance(bases, str) else bases)]
+    return options
+
+
+def render_includes(directives: str, options: dict | None = None) -> str:
+    """The code that include directives stand for, as the build includes it (dedented).
+
+    A missing file or section raises ``pymdownx.snippets.SnippetMissingError``.
+    """
+    import markdown
+
+    md = markdown.Markdown(
+        extensions=["pymdownx.snippets"],
+        extension_configs={"pymdownx.snippets": options or snippets_options()},
+    )
+    lines = md.preprocessors["snippet"].run(textwrap.dedent(directives).splitlines())
+    return textwrap.dedent("\n".join(lines))
+
+
+# -- Fenced code blocks ---------------------------------------------------------------------------
+
+FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*(?:>[ \t]*)*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+"""The opening line of a fenced code block, inside a list, a tab or a quote too."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A fenced code block of a page."""
+
+    line: int
+    """The line number of its opening fence (1-based)."""
+    indent: str
+    """What comes before the fence on its line: spaces, or ``>`` in a quote."""
+    info: str
+    """The info string: ``python``, ``python title="x.py"``, ``text``, or empty."""
+    body: str
+    """The lines between the fences, ``indent`` removed."""
+    start: int
+    """The offset in the page's text of the opening line."""
+    end: int
+    """The offset just after the closing line (the end of the page for an unclosed fence)."""
+
+    @property
+    def language(self) -> str:
+        """The first word of the info string: ``python``, ``text``, ``""``."""
+        return self.info.split(maxsplit=1)[0].lstrip("{.") if self.info.strip() else ""
+
+
+def fences(text: str) -> Iterator[Fence]:
+    """Every fenced code block of the Markdown ``text``, in order (CommonMark's rules: a block
+    closes at a line of its indent with at least as many of the same fence characters)."""
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    i = 0
+    while i < len(lines):
+        opening = FENCE_OPEN.match(lines[i].rstrip("\n"))
+        if opening is None or (opening["fence"][0] == "`" and "`" in opening["info"]):
+            i += 1
+            continue
+        indent, fence = opening["indent"], opening["fence"]
+        closing = re.compile(
+            re.escape(indent.rstrip()) + r"[ \t]*" + fence[0] + f"{{{len(fence)},}}" + r"[ \t]*$"
+        )
+        j = i + 1
+        while j < len(lines) and not closing.match(lines[j].rstrip("\n")):
+            j += 1
+        body = "".join(
+            line[len(indent) :] if line.startswith(indent) else line.lstrip(" \t>")
+            for line in lines[i + 1 : j]
+        )
+        yield Fence(
+            i + 1,
+            indent,
+            opening["info"].strip(),
+            body,
+            offsets[i],
+            offsets[min(j + 1, len(lines))],
+        )
+        i = j + 1
