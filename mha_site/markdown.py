@@ -150,3 +150,74 @@ def fences(text: str) -> Iterator[Fence]:
             offsets[min(j + 1, len(lines))],
         )
         i = j + 1
+
+
+def block_lines(text: str, block: Fence) -> range:
+    """The indices (from 0) of the lines of ``text`` that ``block`` takes, its opening and closing
+    lines included: ``text.splitlines()[i]`` for ``i`` in it."""
+    return range(block.line - 1, block.line - 1 + len(text[block.start : block.end].splitlines()))
+
+
+# -- Hidden code blocks (Sybil's invisible-code-block) --------------------------------------------
+
+HIDDEN_OPEN = re.compile(
+    r"^(?P<indent>[ \t]*)<!--+[ \t]*(?:invisible-)?code(?:-block)?[ \t]*:[ \t]*(?P<info>.*?)[ \t]*$"
+)
+"""The opening line of a hidden code block: ``<!-- invisible-code-block: python``."""
+
+
+@dataclass(frozen=True)
+class Hidden(Fence):
+    """A hidden code block, ``<!-- invisible-code-block: python`` to the first ``-->``: Sybil runs
+    it (set-up a page needs), the site does not show it. ``info`` is what follows the colon."""
+
+
+def hidden_blocks(text: str) -> Iterator[Hidden]:
+    """Every hidden code block of the Markdown ``text`` that is not inside a fenced code block (a
+    fence may show one as Markdown source), in order.
+
+    >>> page = "```python\\nx\\n```\\n<!-- invisible-code-block: python\\nx = 1\\n-->\\n"
+    >>> [(h.line, h.language, h.body) for h in hidden_blocks(page)]
+    [(4, 'python', 'x = 1\\n')]
+    """
+    lines = text.splitlines(keepends=True)
+    fenced = {i for fence in fences(text) for i in block_lines(text, fence)}
+    offset = 0
+    for i, line in enumerate(lines):
+        opening = HIDDEN_OPEN.match(line.rstrip("\n")) if i not in fenced else None
+        if opening is not None:
+            body_start = offset + len(line)
+            close = text.find("-->", body_start)
+            body_end = len(text) if close < 0 else close
+            after = len(text) if close < 0 else text.find("\n", close) + 1 or len(text)
+            indent = opening["indent"]
+            body = "".join(
+                piece[len(indent) :] if piece.startswith(indent) else piece.lstrip(" \t")
+                for piece in text[body_start:body_end].splitlines(keepends=True)
+            )
+            yield Hidden(i + 1, indent, opening["info"], body, offset, after)
+        offset += len(line)
+
+
+def code_blocks(text: str) -> list[Fence]:
+    """Every code block of the Markdown ``text``, fenced (``Fence``) or hidden (``Hidden``), in
+    the order of the page."""
+    return sorted([*fences(text), *hidden_blocks(text)], key=lambda block: block.start)
+
+
+# -- Directives: Sybil's skips, mkdocstrings' objects --------------------------------------------
+
+SKIP = re.compile(r"<!--[ \t-]*skip\b[^\n]*?-->")
+"""A skip comment of Sybil's, well formed or not: ``<!-- skip: next "why" -->``."""
+SKIP_DIRECTIVE = re.compile(
+    r"<!--[ \t]*skip:[ \t]*(?P<action>\w+)(?:[ \t]+(?P<reason>.*?))?[ \t]*-->"
+)
+"""A well-formed skip comment (``SKIP_DIRECTIVE.fullmatch``): its action (``next``, ``start``,
+``end``) and its reason (``"why"`` or ``if(...)``; None when it gives none)."""
+AUTODOC = re.compile(r"^[ \t]*:::[ \t]+(?P<identifier>[\w.]+)", re.MULTILINE)
+"""An object mkdocstrings documents: ``::: mha.annotated.MHA``."""
+
+
+def autodoc_identifiers(text: str) -> list[str]:
+    """The objects the page ``text`` documents with mkdocstrings: ``["mha.annotated.MHA", ...]``."""
+    return AUTODOC.findall(text)
