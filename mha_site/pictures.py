@@ -1,6 +1,6 @@
-"""MkDocs hook: the site's pictures, drawn at build time from real runs and inlined as SVG.
+"""The site's pictures, drawn at build time from real runs and inlined as SVG.
 
-A page asks for a picture with a line of its own, the same in both languages:
+A page asks for a picture with a marker, a line of its own (``mha_site/markers.py``):
 
     <!-- picture: view-split -->
 
@@ -10,7 +10,7 @@ or ``"zh"``) and returns the picture as SVG markup (a string that starts with ``
 labels as ``<text>`` and a ``<title>`` for screen readers). The functions run ``mha`` (most of them
 through ``mha.trace.record``), so a picture cannot drift from the code: nothing is committed.
 
-This hook replaces each marker with ``<figure class="mha-figure" data-picture="NAME">`` holding
+The marker is replaced with ``<figure class="mha-figure" data-picture="NAME">`` holding
 the SVG, which search leaves out (``data-search-exclude``). A marker naming no picture, or a
 generator that fails, is logged as a warning, which fails ``mkdocs build --strict``.
 ``tests/test_pictures.py`` checks the pictures; the parity test counts the markers per page in
@@ -20,15 +20,9 @@ both languages.
 from __future__ import annotations
 
 import functools
-import logging
-import re
 
 from mha_site import pictures_flow, pictures_heatmaps, pictures_memory, pictures_perf
-from mha_site.languages import page_language
 
-log = logging.getLogger("mkdocs.plugins.mha_site.pictures")
-
-MARKER = re.compile(r"<!--\s*picture:\s*([\w.-]+)\s*-->")
 # The generator modules: a new one is imported and added here.
 GENERATORS = (pictures_flow, pictures_heatmaps, pictures_memory, pictures_perf)
 
@@ -61,24 +55,3 @@ def figure(name: str, language: str) -> str:
     # around each picture says what it shows.
     svg = draw(name, language).replace("<svg", '<svg data-search-exclude=""', 1)
     return f'<figure class="mha-figure" data-picture="{name}">{svg}</figure>'
-
-
-def on_page_content(html: str, page, **kwargs) -> str:
-    language = page_language(page)
-
-    def replace(match: re.Match) -> str:
-        name = match[1]
-        try:
-            return figure(name, language)
-        except Exception as error:  # any failure must fail the strict build, with its reason
-            log.warning("%s: picture %r: %s", page.file.src_uri, name, error)
-            return match[0]
-
-    return MARKER.sub(replace, html)
-
-
-def on_config(config, **kwargs):
-    # A rebuild (mkdocs serve) after the package changed draws the pictures again.
-    draw.cache_clear()
-    generators.cache_clear()
-    return config

@@ -7,9 +7,8 @@ No number of the page is typed by hand:
 - as a generator of ``mha_site/pictures.py`` (``PICTURES``), it draws the plots: time and peak
   memory against the sequence length, log scale on both axes, one line per implementation; and the
   time as a ratio of ``nn.MultiheadAttention``'s. Each point carries a ``<title>`` with its number.
-- as a MkDocs hook of its own (listed in mkdocs.yml), it replaces a line
-  ``<!-- bench-table: NAME -->`` of a page with a Markdown table of the file (``TABLES``), in the
-  page's language.
+- for the marker ``<!-- bench-table: NAME -->`` of a page (``mha_site/markers.py``), it writes a
+  Markdown table of the file (``TABLES``), in the page's language.
 
 A missing file, or a marker naming no table, is logged as a warning: the strict build fails.
 """
@@ -17,20 +16,15 @@ A missing file, or a marker naming no table, is logged as a warning: the strict 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
-import re
 from pathlib import Path
 
-from mha_site.languages import page_language, tr
+from mha_site.languages import tr
 from mha_site.picture_style import FONT, SMALL, Svg
-
-log = logging.getLogger("mkdocs.plugins.mha_site.pictures_perf")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "docs" / "assets" / "bench" / "results.json"
-TABLE_MARKER = re.compile(r"^<!--\s*bench-table:\s*([\w-]+)\s*-->[ \t]*$", re.M)
 
 # The implementations, in the order of the legend and the tables: (name in the file, en, zh, class
 # of the line and of the legend's text, light colour, dash pattern).
@@ -481,16 +475,3 @@ TABLES = {
 
 def table(name: str, language: str) -> str:
     return TABLES[name](load(), language)
-
-
-def on_page_markdown(markdown: str, page, **kwargs) -> str:
-    language = page_language(page)
-
-    def replace(match: re.Match) -> str:
-        try:
-            return "\n" + table(match[1], language) + "\n"
-        except Exception as error:  # any failure must fail the strict build, with its reason
-            log.warning("%s: bench table %r: %s", page.file.src_uri, match[1], error)
-            return match[0]
-
-    return TABLE_MARKER.sub(replace, markdown)

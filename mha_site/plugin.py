@@ -19,10 +19,9 @@ from mha_site import (
     docstring_language,
     i18n_language,
     include_language,
+    markers,
     math_font,
     mathml,
-    pictures,
-    pictures_perf,
     runnable,
     search_dictionary,
     search_language,
@@ -33,8 +32,7 @@ STEPS = (
     mathml,  # LaTeX to MathML
     math_font,  # after the build: the math font cut down to the characters of the site's math
     cjk_breaks,  # no line break inside Chinese prose
-    pictures,  # after cjk_breaks: the pictures, inlined SVG drawn from real runs
-    pictures_perf,  # the performance page's tables, from docs/assets/bench/results.json
+    markers,  # after cjk_breaks: pictures (SVG drawn from real runs) and benchmark tables
     search_dictionary,  # jieba's user dictionary, from the glossary and the zh titles
     search_language,  # one search index per language
     include_language,  # included code keeps the comments of the page's language

@@ -24,7 +24,7 @@ from html import escape
 import pytest
 from sitetools import LANGUAGES, ROOT, page_path
 
-from mha_site import pictures
+from mha_site import markers
 from mha_site import pictures_perf as perf
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -195,8 +195,8 @@ def page_text(language: str) -> str:
 
 
 def test_both_languages_ask_for_the_same_tables_and_pictures():
-    tables = {lang: perf.TABLE_MARKER.findall(page_text(lang)) for lang in LANGUAGES}
-    shown = {lang: pictures.MARKER.findall(page_text(lang)) for lang in LANGUAGES}
+    tables = {lang: markers.named("bench-table", page_text(lang)) for lang in LANGUAGES}
+    shown = {lang: markers.named("picture", page_text(lang)) for lang in LANGUAGES}
     assert tables["en"] == tables["zh"], tables
     assert sorted(tables["en"]) == sorted(perf.TABLES), tables["en"]
     assert shown["en"] == shown["zh"] and sorted(shown["en"]) == sorted(PLOTS), shown
@@ -217,7 +217,7 @@ def test_built_pages_show_the_figures_and_tables(built_site, results):
     for language in LANGUAGES:
         html = (built_site / page_path(language, PAGE) / "index.html").read_text(encoding="utf-8")
         figures = re.findall(r'<figure class="mha-figure" data-picture="(bench-[\w-]+)">', html)
-        assert figures == pictures.MARKER.findall(page_text(language)), (language, figures)
+        assert figures == markers.named("picture", page_text(language)), (language, figures)
         assert "bench-table:" not in html, f"{language}: a table marker was not replaced"
         assert html.count("<table>") == len(perf.TABLES), (language, html.count("<table>"))
         name = "name_zh" if language == "zh" else "name"

@@ -21,19 +21,19 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import torch
-from sitetools import LANGUAGES, ROOT, page_path
-from test_browser import screenshot
+from support import LANGUAGES, ROOT, page_path, screenshot
 
 from mha.annotated import MHA
 from mha.trace import record
+from mha_site import markers as marker_grammar
 from mha_site import picture_style as style
 from mha_site import pictures
+from mha_site.markdown import CHINESE
 
 NAMES = sorted(pictures.generators())
 SVG = "{http://www.w3.org/2000/svg}"
 SHAPE = re.compile(r"\[\d+(?:, \d+)*\]")
 STRIDE = re.compile(r"(?:stride|步长) (\(\d+(?:, \d+)*\))")
-CJK = re.compile(r"[\u4e00-\u9fff]")
 
 VIEW = "q.view(q.size(0), q.size(1), heads_num, head_size)"
 SCORES = "torch.matmul(q, k.transpose(-2, -1))"
@@ -135,9 +135,9 @@ def test_labels_are_in_the_page_language(name, language):
     svg = parse(name, language)
     words = " ".join([*texts(svg), svg.find(f"{SVG}title").text])
     if language == "zh":
-        assert CJK.search(words), f"{name}: no Chinese on the zh picture"
+        assert CHINESE.search(words), f"{name}: no Chinese on the zh picture"
     else:
-        assert not CJK.search(words), f"{name}: Chinese on the en picture: {words}"
+        assert not CHINESE.search(words), f"{name}: Chinese on the en picture: {words}"
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -224,7 +224,7 @@ def test_a_picture_of_another_run_says_which(name, language):
     note = said[0]
     assert f"MHA({hidden_size}, {heads_num})" in note, note
     assert re.search(rf"\bx (的形状为 )?{re.escape(shape_text(x_shape))}", note), note
-    assert bool(CJK.search(note)) == (language == "zh"), f"{name}: not in {language}: {note}"
+    assert bool(CHINESE.search(note)) == (language == "zh"), f"{name}: not in {language}: {note}"
     desc = svg.find(f"{SVG}desc")
     assert desc is not None and note in desc.text, "screen readers read the note too"
     assert desc.get("id") in svg.get("aria-describedby", "").split(), svg.get("aria-describedby")
@@ -250,7 +250,7 @@ def markers() -> dict[tuple[str, str], list[str]]:
     found = {}
     for language in LANGUAGES:
         for path in sorted((ROOT / "docs" / language).rglob("*.md")):
-            names = pictures.MARKER.findall(path.read_text(encoding="utf-8"))
+            names = marker_grammar.named("picture", path.read_text(encoding="utf-8"))
             if names:
                 found[language, path.relative_to(ROOT / "docs" / language).as_posix()] = names
     return found
@@ -291,9 +291,9 @@ def test_built_pages_hold_each_figure(built_site):
         for name, svg in figures.items():
             words = " ".join(re.findall(r">([^<>]+)<", svg))
             if language == "zh":
-                assert CJK.search(words), f"zh/{page}: {name} has no Chinese"
+                assert CHINESE.search(words), f"zh/{page}: {name} has no Chinese"
             else:
-                assert not CJK.search(words), f"en/{page}: {name} has Chinese"
+                assert not CHINESE.search(words), f"en/{page}: {name} has Chinese"
 
 
 # ---- in a real browser ---------------------------------------------------------------------

@@ -29,17 +29,23 @@ def test_each_module_imports_and_its_docstring_examples_run(name):
 
 
 def test_every_module_is_loaded_once_under_its_package_name():
-    for name in MODULES:
-        importlib.import_module(f"mha_site.{name}")
     folder = Path(mha_site.__file__).parent
-    loaded = [
-        (name, Path(module.__file__).resolve())
-        for name, module in list(sys.modules.items())
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve().parent == folder
+    files = sorted(folder.rglob("*.py"))
+    names = [
+        ".".join(("mha_site", *p.relative_to(folder).with_suffix("").parts)).removesuffix(
+            ".__init__"
+        )
+        for p in files
     ]
-    assert sorted(name for name, _ in loaded) == sorted(
-        ["mha_site", *(f"mha_site.{m}" for m in MODULES)]
-    ), loaded
+    for name in names:
+        if not name.endswith("__main__"):
+            importlib.import_module(name)
+    loaded = [
+        name
+        for name, module in list(sys.modules.items())
+        if getattr(module, "__file__", None) and Path(module.__file__).resolve() in files
+    ]
+    assert sorted(loaded) == sorted(n for n in names if not n.endswith("__main__")), loaded
 
 
 def test_mkdocs_finds_the_plugin_by_its_entry_point():

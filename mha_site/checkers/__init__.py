@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-CHECKERS: tuple[str, ...] = ()
+CHECKERS: tuple[str, ...] = ("markers",)
 """The checker modules of this package, by name, in the order they run."""
 
 
