@@ -1,0 +1,72 @@
+"""``python -m mha_site.scaffold`` starts a chapter: twin pages that pass the parity checker, in the
+nav after the page named, with their Chinese title in nav_translations."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from mha_site import scaffold
+from mha_site.checkers import parity
+from mha_site.languages import ROOT
+
+
+@pytest.fixture
+def copy(tmp_path):
+    shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("assets"))
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    return tmp_path
+
+
+def nav_files(items):
+    for item in items:
+        value = next(iter(item.values()))
+        yield from nav_files(value) if isinstance(value, list) else [value]
+
+
+def test_the_scaffold_writes_twin_pages_and_both_nav_entries(copy):
+    before = (copy / "mkdocs.yml").read_text(encoding="utf-8")
+    written = scaffold.scaffold("rope", "Rotary embeddings", "旋转位置编码", "gqa", root=copy)
+    assert [p.relative_to(copy).as_posix() for p in written] == [
+        "docs/en/rope.md",
+        "docs/zh/rope.md",
+        "mkdocs.yml",
+    ]
+    after = (copy / "mkdocs.yml").read_text(encoding="utf-8")
+    # Only two lines are added: the comments and the rest of the file stay as they were.
+    assert sorted(set(after.splitlines()) - set(before.splitlines())) == [
+        "            Rotary embeddings: 旋转位置编码",
+        "      - Rotary embeddings: rope.md",
+    ]
+    config = yaml.safe_load(after)
+    files = list(nav_files(config["nav"]))
+    assert files[files.index("gqa.md") + 1] == "rope.md"
+    (i18n,) = [p["i18n"] for p in config["plugins"] if isinstance(p, dict) and "i18n" in p]
+    (zh,) = [lang for lang in i18n["languages"] if lang["locale"] == "zh"]
+    assert zh["nav_translations"]["Rotary embeddings"] == "旋转位置编码"
+    assert parity.problems(copy / "docs") == []
+    assert (
+        (copy / "docs/zh/rope.md")
+        .read_text(encoding="utf-8")
+        .startswith("# 旋转位置编码 { #rope }\n")
+    )
+
+
+def test_the_scaffold_refuses_a_bad_slug_an_unknown_page_and_an_existing_page(copy):
+    with pytest.raises(ValueError, match=r"slug must be .* got 'Rope'"):
+        scaffold.scaffold("Rope", "Rotary embeddings", "旋转位置编码", "gqa", root=copy)
+    with pytest.raises(ValueError, match=r"--after must name a page .* got 'nope'"):
+        scaffold.scaffold("rope", "Rotary embeddings", "旋转位置编码", "nope", root=copy)
+    with pytest.raises(ValueError, match=r"docs/en/masks.md exists already"):
+        scaffold.scaffold("masks", "Masks", "掩码", "gqa", root=copy)
+    assert not (copy / "docs/en/rope.md").exists()
+
+
+def test_the_scaffolded_pages_run_as_doc_tests(copy):
+    scaffold.scaffold("rope", "Rotary embeddings", "旋转位置编码", "gqa", root=copy)
+    for language in ("en", "zh"):
+        text = (copy / "docs" / language / "rope.md").read_text(encoding="utf-8")
+        code = text.split("```python\n", 1)[1].split("```", 1)[0]
+        exec(compile(code, f"{language}/rope.md", "exec"), {})
