@@ -1,274 +1,37 @@
-"""The glossary is the one list of Chinese terms, and the Chinese pages follow it.
-
-``docs/zh/glossary.md`` holds a table ``| English | 中文 | 不用 | d2l-zh |``: for each concept, the
-Chinese term the site uses, the variants it avoids (separated by 、, a variant that contains 、 in
-“quotes”; — for none) and the term of
-the Chinese *Dive into Deep Learning* (d2l-zh), for its readers. These tests parse that table and
-check every other zh page against it: its prose and the comments of its code blocks, and the Chinese
-comments and docstrings of the source files it shows (included with ``--8<--`` or documented with
-``::: mha.module.name``). They also hold the notes that a table cannot: numbering from 0 (头 0,
-行 0–19, not 第 0 个头), one notation for ranges (0–4), and 评估模式 / 推理模式 kept apart.
-
-What a reader reads as Chinese text is checked; code is not. Fenced code (but its comments), inline
-code, link targets, ``{ #anchor }`` attributes and URLs are blanked before the check, so the
-variable ``one_token``, the anchor ``{ #fused-kernel }`` and the English comments of
-``mha/annotated.py`` (the zh pages never show them: ``mha_site/include_language.py``) pass. A
-variant written in Latin letters (``token``, ``kernel``) is matched as a whole word, in any case,
-with an optional plural ``s``.
+"""The glossary is the one list of Chinese terms, and the Chinese pages follow it (the rules:
+``mha_site/checkers/glossary.py``): these tests run the checker on every zh page, pin the terms the
+site depends on, and feed it planted faults.
 """
 
 from __future__ import annotations
 
-import io
-import re
-import tokenize
-from pathlib import Path
-from typing import NamedTuple
-
 import pytest
 
-# The hook that shows included code in one language reads comments the same way.
-from mha_site.include_language import find_comment
-
-ROOT = Path(__file__).resolve().parents[1]
-ZH = ROOT / "docs" / "zh"
-EN = ROOT / "docs" / "en"
-GLOSSARY = "glossary.md"
-NO_VARIANT = {"", "—", "-"}
-# Words that contain an avoided variant but are right: 关键字参数 is a keyword argument, and
-# 高速缓存行 is the written-out form of the avoided 缓存行.
-LEGITIMATE = ("关键字参数", "高速缓存行")
-COLUMNS = 4  # English, 中文, 不用, d2l-zh
-VARIANT = re.compile(r"“([^”]+)”|([^、“”]+)")
-INCLUDE = re.compile(r'-{2}8<-{2}\s+"([^"]+)"')
-DOCUMENTED = re.compile(r"^[ \t]*:::[ \t]+([\w.]+)", re.MULTILINE)
-CJK = re.compile("[\u3400-\u9fff]")
-
-FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
-HIDDEN_START = re.compile(r"^[ \t]*<!--[ \t]*(?:invisible-)?code(?:-block)?[ \t]*:")
-INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
-LINK_TARGET = re.compile(r"\]\([^)]*\)")
-ATTRIBUTES = re.compile(r"\{[ \t]*[#.:][^}]*\}")
-URL = re.compile(r"<?https?://[^\s>)]+>?")
-NOT_PROSE = (INLINE_CODE, LINK_TARGET, ATTRIBUTES, URL)
-# Heads, positions, rows, columns, channels, sequences and column blocks are numbered from 0 and
-# written 头 0、位置 2、行 0–19、列 19、通道 5i–5i+4、句子 0、列块 i: "第 0 个头" reads as the first
-# or as the zeroth, "第 i 行" leaves the reader to guess whether i starts at 0 or 1. A number is
-# digits, one letter, inline code or math; "第 a 到第 b 行" is caught as a whole. 第 0 维 (a
-# dimension, as PyTorch counts them) is not in the list.
-NUMBER = r"(?:\$[^$\n]+\$|`[^`\n]+`|\d+|[A-Za-z])"
-NUMBERED = r"(?:注意力头|头|位置|通道|列块|行|列(?!表)|句子|句|序列)"
-ORDINAL = re.compile(
-    rf"第[ \t]*{NUMBER}(?:[ \t]*(?:到|至|–|-|~)[ \t]*第?[ \t]*{NUMBER})?"
-    rf"[ \t]*(?:\*\*)?[ \t]*(?:个|条)?{NUMBERED}"
+from mha_site.checkers.glossary import (
+    EN,
+    GLOSSARY,
+    NO_VARIANT,
+    ROOT,
+    ZH,
+    Row,
+    chinese_text,
+    find_avoided,
+    find_mixed_modes,
+    find_ordinals,
+    find_ranges,
+    hits_on,
+    included_files,
+    parse_glossary,
+    report,
+    table_problems,
+    variant_pattern,
+    zh_pages,
+    zh_rows,
 )
-# A range of numbers is written 0–4 (an en dash): not 0 到 4, 0..4, 0 .. t or $0 \ldots 4$. A
-# list in a formula ($0, \ldots, h-1$, with commas) is not a range.
-RANGE = re.compile(r"\d+[ \t]*(?:到|至|\.\.|\\ldots|\\dots)(?![ \t]*,)[ \t]*[\w`$(]")
-# Eval mode (model.eval()) and inference mode (torch.inference_mode()) are different things: a
-# sentence that names one term next to the other's API, without its own, has mixed them up.
-MODES = {"评估模式": "inference_mode", "推理模式": ".eval()"}
-OWN_API = {"评估模式": ".eval()", "推理模式": "inference_mode"}
-SENTENCE = re.compile(r"[^。；！？]+")
+from mha_site.markdown import CHINESE
 
-
-class Row(NamedTuple):
-    english: str
-    chinese: str
-    avoided: tuple[str, ...]
-    d2l: str  # the term of d2l-zh, "—" where it has none
-
-
-class Hit(NamedTuple):
-    where: str
-    line: int
-    variant: str
-    term: str
-
-
-def split_variants(cell: str) -> tuple[str, ...]:
-    """The variants of a cell, separated by 、; a quoted one may contain 、 (“键、值头”)."""
-    return tuple(
-        (quoted or plain).strip() for quoted, plain in VARIANT.findall(cell) if quoted or plain
-    )
-
-
-def parse_glossary(path: Path) -> list[Row]:
-    """The rows of the first table in ``path`` (header and separator skipped)."""
-    rows: list[Row] = []
-    in_table = False
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("|"):
-            if in_table:
-                break
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not in_table:
-            in_table = True  # the header row
-            continue
-        if set("".join(cells)) <= set("-: "):
-            continue  # the separator row
-        assert len(cells) == COLUMNS, f"{path}: expected {COLUMNS} cells, got {cells}"
-        english, chinese, avoided, d2l = cells
-        variants = () if avoided in NO_VARIANT else split_variants(avoided)
-        rows.append(Row(english, chinese, variants, d2l))
-    return rows
-
-
-def variant_pattern(variant: str) -> re.Pattern:
-    """A Chinese variant matches anywhere; a Latin one as a whole word, any case, plural too."""
-    if variant.isascii():
-        word = re.escape(variant)
-        return re.compile(rf"(?<![A-Za-z0-9_]){word}s?(?![A-Za-z0-9_])", re.IGNORECASE)
-    return re.compile(re.escape(variant))
-
-
-def comment_of(line: str, quote: str | None) -> tuple[str, str | None]:
-    """The ``#`` comment of a line of Python ("" if none), skipping strings; ``quote`` carries an
-    open triple-quoted string from line to line."""
-    start, quote = find_comment(line, quote)
-    return line[start:], quote
-
-
-def readable_markdown(text: str, inline_code: bool = False) -> list[str]:
-    """The lines of a Markdown page as a reader reads them: prose without its link targets,
-    attributes and URLs (and without its inline code unless ``inline_code``); of code blocks
-    (fenced or hidden setup) only the comments."""
-    out = []
-    fence: str | None = None
-    hidden = False
-    quote: str | None = None
-    for line in text.splitlines():
-        if fence or hidden:
-            closing = FENCE.match(line)
-            if fence and closing and closing.group(1).startswith(fence):
-                fence, quote = None, None
-                out.append("")
-            elif hidden and line.strip() == "-->":
-                hidden, quote = False, None
-                out.append("")
-            else:
-                comment, quote = comment_of(line, quote)
-                out.append(comment)
-            continue
-        opening = FENCE.match(line)
-        if opening:
-            fence = opening.group(1)
-            out.append("")
-            continue
-        if HIDDEN_START.match(line):
-            hidden = True
-            out.append("")
-            continue
-        blanked = NOT_PROSE[1:] if inline_code else NOT_PROSE
-        for pattern in blanked:
-            line = pattern.sub(" ", line)
-        out.append(line)
-    return out
-
-
-def chinese_text(source: str) -> list[str]:
-    """The lines of a Python file reduced to their Chinese text ("" elsewhere): the comments and
-    the lines of strings (docstrings) that hold Chinese characters."""
-    out = [""] * len(source.splitlines())
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT and CJK.search(token.string):
-            out[token.start[0] - 1] = token.string
-        elif token.type == tokenize.STRING:
-            for offset, line in enumerate(token.string.splitlines()):
-                if CJK.search(line):
-                    out[token.start[0] - 1 + offset] = line
-    return out
-
-
-def readable_lines(text: str, kind: str, inline_code: bool = False) -> list[str]:
-    """``text`` reduced to what the glossary checks: a ``markdown`` page or a ``python`` source."""
-    if kind == "python":
-        return chinese_text(text)
-    return readable_markdown(text, inline_code)
-
-
-def find_avoided(text: str, rows: list[Row], where: str, kind: str = "markdown") -> list[Hit]:
-    """Every avoided variant in the readable part of ``text``, with its line and the term to use."""
-    patterns = [(variant_pattern(v), v, row.chinese) for row in rows for v in row.avoided]
-    hits = []
-    for number, line in enumerate(readable_lines(text, kind), start=1):
-        for word in LEGITIMATE:
-            line = line.replace(word, "")
-        for pattern, variant, term in patterns:
-            if pattern.search(line):
-                hits.append(Hit(where, number, variant, term))
-    return hits
-
-
-def find_ordinals(text: str, where: str, kind: str = "markdown") -> list[Hit]:
-    """Numbered things counted with 第: write 头 0、位置 i、行 0–19、通道 5i–5i+4 instead."""
-    lines = readable_lines(text, kind, inline_code=True)
-    return [
-        Hit(where, number, found.group(0), "头 0、位置 i、行 0–19、列 19、句子 0")
-        for number, line in enumerate(lines, start=1)
-        for found in ORDINAL.finditer(line)
-    ]
-
-
-def find_ranges(text: str, where: str, kind: str = "markdown") -> list[Hit]:
-    """Ranges of numbers written other than with an en dash (0 到 4, 0..4): write 0–4. Code is
-    not prose: inline code is left out, in a docstring's ``literals`` too."""
-    lines = [INLINE_CODE.sub(" ", line) for line in readable_lines(text, kind)]
-    return [
-        Hit(where, number, found.group(0), "0–4")
-        for number, line in enumerate(lines, start=1)
-        for found in RANGE.finditer(line)
-    ]
-
-
-def find_mixed_modes(text: str, where: str, kind: str = "markdown") -> list[Hit]:
-    """Sentences that call model.eval() 推理模式, or torch.inference_mode() 评估模式."""
-    hits = []
-    for number, line in enumerate(readable_lines(text, kind, inline_code=True), start=1):
-        for sentence in SENTENCE.findall(line):
-            for term, other_api in MODES.items():
-                mixed = other_api in sentence and OWN_API[term] not in sentence
-                if term in sentence and mixed:
-                    right = next(t for t, api in OWN_API.items() if api == other_api)
-                    hits.append(Hit(where, number, term, right))
-    return hits
-
-
-def module_file(dotted: str) -> Path:
-    """The source file of ``mha.checks.check_sizes``: the longest prefix that is a file."""
-    parts = dotted.split(".")
-    for end in range(len(parts), 0, -1):
-        path = ROOT.joinpath(*parts[:end]).with_suffix(".py")
-        if path.is_file():
-            return path
-    raise LookupError(f"no source file for {dotted}")
-
-
-def included_files(page: Path) -> list[Path]:
-    """Source files that ``page`` shows: included with pymdownx.snippets (``--8<-- "path:section"``)
-    or documented with mkdocstrings (``::: mha.module.name``)."""
-    text = page.read_text(encoding="utf-8")
-    paths = {ROOT / m.group(1).split(":")[0] for m in INCLUDE.finditer(text)}
-    paths |= {module_file(m.group(1)) for m in DOCUMENTED.finditer(text)}
-    return sorted(paths)
-
-
-def page_texts(page: Path) -> list[tuple[str, str, str]]:
-    """(where, text, kind) for the page itself and for every file it includes."""
-    texts = [(str(page.relative_to(ROOT)), page.read_text(encoding="utf-8"), "markdown")]
-    for path in included_files(page):
-        where = f"{path.relative_to(ROOT)} (included by {page.name})"
-        texts.append((where, path.read_text(encoding="utf-8"), "python"))
-    return texts
-
-
-def report(hits: list[Hit]) -> str:
-    return "\n".join(f"{h.where}:{h.line}: {h.variant!r}, write {h.term!r}" for h in hits)
-
-
-ZH_ROWS = parse_glossary(ZH / GLOSSARY)
-ZH_PAGES = sorted(p for p in ZH.rglob("*.md") if p.name != GLOSSARY)
+ZH_ROWS = zh_rows()
+ZH_PAGES = zh_pages()
 
 
 def test_glossary_table_is_well_formed():
@@ -280,7 +43,7 @@ def test_glossary_table_is_well_formed():
 
 
 def test_en_glossary_has_the_same_rows():
-    assert parse_glossary(EN / GLOSSARY) == ZH_ROWS
+    assert parse_glossary(EN / GLOSSARY) == list(ZH_ROWS)
 
 
 def test_no_avoided_variant_is_part_of_a_term():
@@ -301,11 +64,6 @@ def test_glossary_has_the_shape_and_kernel_terms():
     assert {"批次维度", "批量维度"} <= set(terms["批维度"]), terms["批维度"]
     assert {"词元", "token"} <= set(terms["位置"]), terms["位置"]
     assert {"内核", "核函数", "kernel"} <= set(terms["算子"]), terms["算子"]
-
-
-def hits_on(page: Path, find) -> list[Hit]:
-    """What ``find(text, where, kind)`` reports in every text of a zh page a reader reads."""
-    return [hit for where, text, kind in page_texts(page) for hit in find(text, where, kind)]
 
 
 @pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
@@ -538,7 +296,7 @@ def test_included_annotated_source_is_checked_in_its_chinese_comments_and_docstr
     comments = [line for line in readable if line.lstrip().startswith("#")]
     assert len(comments) >= 20, f"only {len(comments)} Chinese comments found"
     assert len(readable) - readable.count("") > len(comments), "no Chinese docstring line found"
-    assert all(CJK.search(line) for line in readable if line), "English text slipped in"
+    assert all(CHINESE.search(line) for line in readable if line), "English text slipped in"
 
 
 def test_the_api_page_is_checked_in_the_docstrings_it_documents():
@@ -636,3 +394,18 @@ def test_eval_mode_and_inference_mode_named_right_pass():
 def test_the_heads_page_names_the_term_in_its_title():
     title = (ZH / "heads.md").read_text(encoding="utf-8").splitlines()[0]
     assert "注意力头" in title, title
+
+
+def test_a_table_with_a_term_twice_or_a_variant_inside_a_term_fails():
+    rows = [*ZH_ROWS, Row("head", "注意力头", ("头",), "—")]
+    found = table_problems(rows)
+    assert "chinese terms listed twice: ['注意力头']" in found, found
+    assert any("the variant '头' of '注意力头' is part of the term" in p for p in found), found
+    assert table_problems(ZH_ROWS[:3])[0] == "only 3 rows parsed from the zh glossary"
+
+
+def test_a_row_without_its_four_cells_fails(tmp_path):
+    path = tmp_path / "glossary.md"
+    path.write_text("| English | 中文 | 不用 | d2l-zh |\n|---|---|---|---|\n| head | 头 | — |\n")
+    with pytest.raises(ValueError, match="expected 4 cells"):
+        parse_glossary(path)
