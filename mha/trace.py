@@ -5,8 +5,15 @@ statement that assigns a tensor, evaluates each tensor-valued sub-expression in 
 evaluates it (``out.transpose(1, 2)``, then ``.contiguous()``, then ``.view(...)``), with the
 locals the statement saw. Each becomes a [`Step`][mha.trace.Step]: its expression, shape,
 strides, contiguity, and whether it is a view of an operand, a copy, or newly computed. The
-pictures of the walkthrough, the shape explorer's test and the shapes table all read these steps,
-so none of them can disagree with the code.
+pictures of the walkthrough, the shape explorer and its test and the shapes table all read these
+steps, so none of them can disagree with the code.
+
+The same module reads a class's shape comments (a trailing ``# [batch_size, seq_len, ...]``, found
+with ``tokenize``) and its assignments (``ast``), and runs a call with a tracer on every method of
+the class (``trace_locals``): the shape-comment checker (``mha_site.checkers.shape_comments``) is
+built on these. One ``sys.settrace`` engine (``_watch``) serves both ``record`` and
+``trace_locals``. Those helpers are for the project's own checker, not part of the documented API
+(``__all__``).
 
 Examples:
     >>> import torch
@@ -26,6 +33,7 @@ import ast
 import inspect
 import sys
 import textwrap
+import tokenize
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,32 +128,190 @@ def dims_of(shape: tuple[int, ...], sizes: dict[str, int]) -> tuple[str, ...] | 
     return tuple(by_size[n] for n in shape)
 
 
-class _Statement:
-    """An assignment of ``forward``: its target, its value's AST and its shape comment."""
+def shape_comments(source: str) -> dict[int, tuple[str, ...]]:
+    """Line number -> dimensions, for every shape comment in ``source``: a comment that starts
+    with ``[`` (``# [batch_size, seq_len, hidden_size]``), its dimensions separated by commas.
 
-    def __init__(self, target: str, value: ast.expr, lines: range, comment: tuple[str, ...]):
-        self.target, self.value, self.lines, self.comment = target, value, lines, comment
-        self.line = lines.start
+    Read with ``tokenize``, so a ``# [`` inside a string is not a comment.
+    """
+    found = {}
+    lines = iter(source.splitlines(keepends=True))
+    for token in tokenize.generate_tokens(lambda: next(lines, "")):
+        text = token.string[1:].lstrip()
+        if token.type == tokenize.COMMENT and text.startswith("[") and "]" in text:
+            inside = text[1 : text.index("]")]
+            found[token.start[0]] = tuple(d.strip() for d in inside.split(","))
+    return found
 
 
-def _statements(function) -> dict[int, _Statement]:
-    """The single-name assignments of ``function``, by their first line in its file."""
+@dataclass(frozen=True)
+class Assignment:
+    """One statement of a method that binds local names, with its shape comment if it has one.
+
+    ``targets``: the names it binds (``("q",)``, ``("q_len", "k_len")``); ``first_line`` and
+    ``last_line``: its lines in the file; ``comment``: the dimensions of the shape comment at the
+    end of its last line, or ``None``.
+    """
+
+    targets: tuple[str, ...]
+    first_line: int
+    last_line: int
+    comment: tuple[str, ...] | None
+
+    @property
+    def target(self) -> str:
+        return ", ".join(self.targets)
+
+    @property
+    def lines(self) -> range:
+        return range(self.first_line, self.last_line + 1)
+
+
+def _names(target: ast.expr) -> tuple[str, ...] | None:
+    """The local names a target binds (``q`` or ``q_len, k_len``); ``None`` for ``self.x``."""
+    if isinstance(target, ast.Name):
+        return (target.id,)
+    if isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+        return tuple(e.id for e in target.elts)
+    return None
+
+
+def _assignments_in(
+    functions: list[ast.FunctionDef], comments: dict[int, tuple[str, ...]], offset: int = 0
+) -> list[tuple[Assignment, ast.stmt]]:
+    """The assignments of ``functions`` (their lines in the source plus ``offset``), each with
+    its statement, in the order of their lines."""
+    found = []
+    for function in functions:
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if len(targets) != 1:
+                raise NotImplementedError(
+                    f"line {node.lineno + offset}: only `name = ...` is supported"
+                )
+            names = _names(targets[0])
+            if names is None:
+                continue  # self.x = ...: not a local, no shape to record
+            comment = comments.get(node.end_lineno)
+            lines = (node.lineno + offset, node.end_lineno + offset)
+            found.append((Assignment(names, *lines, comment), node))
+    return sorted(found, key=lambda pair: pair[0].first_line)
+
+
+def assignments(
+    source: str, class_name: str = "MHA"
+) -> tuple[list[Assignment], dict[int, tuple[str, ...]]]:
+    """The assignments of the methods of ``class_name`` that ``forward`` may run (all of them but
+    ``__init__``) in module ``source``, each with its shape comment; and the shape comments inside
+    those methods that are on no such assignment (line -> dimensions)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            methods = [
+                item
+                for item in node.body
+                if isinstance(item, ast.FunctionDef) and item.name != "__init__"
+            ]
+            break
+    else:
+        raise LookupError(f"no class {class_name} in source")
+    comments = shape_comments(source)
+    found = [a for a, _ in _assignments_in(methods, comments)]
+    ends = {a.last_line for a in found}
+    stray = {
+        line: dims
+        for line, dims in comments.items()
+        if any(m.lineno <= line <= m.end_lineno for m in methods) and line not in ends
+    }
+    return found, stray
+
+
+def _watch(codes: set, call: Any, before: Any = None, after: Any = None) -> Any:
+    """Run ``call()`` with a line tracer on every frame whose code is one of ``codes``.
+
+    ``before(frame, line, previous)`` is called as each line starts (the frame's locals are those
+    the line sees; ``previous`` is the frame's line before it, ``None`` at its start);
+    ``after(frame, line)`` once a line has run (at the frame's next line or its return, with the
+    locals the line left; never for a line that raised). Each frame keeps its own previous line,
+    so ``forward`` calling ``_weights`` pairs each of them with its own locals. The tracer that
+    was set before is set again at the end; what ``call`` raises is raised.
+    """
+
+    def frame_tracer():
+        previous: list[int | None] = [None]
+
+        def local_trace(frame, event, arg):
+            if event in ("line", "return"):
+                if previous[0] is not None and after is not None:
+                    after(frame, previous[0])
+                if event == "line" and before is not None:
+                    before(frame, frame.f_lineno, previous[0])
+                previous[0] = frame.f_lineno if event == "line" else None
+            elif event == "exception":
+                previous[0] = None  # the line did not complete: its assignment never happened
+            return local_trace
+
+        return local_trace
+
+    def global_trace(frame, event, arg):
+        return frame_tracer() if frame.f_code in codes else None
+
+    old = sys.gettrace()
+    sys.settrace(global_trace)
+    try:
+        return call()
+    finally:
+        sys.settrace(old)
+
+
+def trace_locals(
+    cls: type, call: Any
+) -> tuple[list[tuple[int, dict[str, tuple[int, ...]]]], Exception | None]:
+    """Run ``call()``; after each line a method of ``cls`` runs, the shapes of its tensor locals.
+
+    Returns ``(line, {name: shape})`` for every line run, in order, in every frame of ``cls``'s
+    methods (``forward`` and what it calls: ``_weights``, ``_mask``, ...), and the exception
+    ``call`` raised, if any (the lines before it are kept).
+    """
+    codes = {f.__code__ for f in vars(cls).values() if inspect.isfunction(f)}
+    executed: list[tuple[int, dict[str, tuple[int, ...]]]] = []
+
+    def after(frame, line):
+        tensors = {n: tuple(v.shape) for n, v in frame.f_locals.items() if isinstance(v, Tensor)}
+        executed.append((line, tensors))
+
+    try:
+        _watch(codes, call, after=after)
+    except Exception as error:  # a crash is the caller's to report, with the lines that ran
+        return executed, error
+    return executed, None
+
+
+def named_sizes(model: torch.nn.Module, x: Tensor) -> dict[str, int]:
+    """The sizes of a run of the annotated (or pure) ``MHA`` on ``x``, by the names its shape
+    comments use: ``batch_size``, ``seq_len``, ``heads_num``, ``head_size``, ``hidden_size``."""
+    return {
+        "batch_size": x.size(0),
+        "seq_len": x.size(1),
+        "heads_num": model.heads_num,
+        "head_size": model.head_size,
+        "hidden_size": model.hidden_size,
+    }
+
+
+def _statements(function) -> dict[int, tuple[Assignment, ast.expr]]:
+    """The plain ``name = ...`` assignments of ``function`` and the values they assign, by their
+    first line in its file."""
     lines, first = inspect.getsourcelines(function)
     source = textwrap.dedent("".join(lines))
     tree = ast.parse(source)
-    found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-            if isinstance(target, ast.Name):
-                text = lines[node.end_lineno - 1]
-                comment = ()
-                if "# [" in text:
-                    inside = text.split("# [", 1)[1].split("]", 1)[0]
-                    comment = tuple(d.strip() for d in inside.split(","))
-                span = range(first + node.lineno - 1, first + node.end_lineno)
-                found[span.start] = _Statement(target.id, node.value, span, comment)
-    return found
+    found = _assignments_in(tree.body[:1], shape_comments(source), offset=first - 1)
+    return {
+        a.first_line: (a, node.value)
+        for a, node in found
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
 
 
 def _tensor_nodes(node: ast.expr) -> list[ast.expr]:
@@ -182,13 +348,13 @@ def _rebuild(node: ast.AST, names: dict[int, str], top: bool = True) -> ast.AST:
     if not top and id(node) in names:
         return ast.copy_location(ast.Name(id=names[id(node)], ctx=ast.Load()), node)
     fields = {}
-    for field in node._fields:
-        value = getattr(node, field, None)
+    for attribute in node._fields:
+        value = getattr(node, attribute, None)
         if isinstance(value, ast.AST):
             value = _rebuild(value, names, top=False)
         elif isinstance(value, list):
             value = [_rebuild(v, names, top=False) if isinstance(v, ast.AST) else v for v in value]
-        fields[field] = value
+        fields[attribute] = value
     rebuilt = type(node)(**fields)
     return ast.copy_location(rebuilt, node) if hasattr(node, "lineno") else rebuilt
 
@@ -227,11 +393,11 @@ def record(model: torch.nn.Module, *args: Any, **kwargs: Any) -> list[Step]:
     module_globals = forward.__globals__
     steps: list[Step] = []
 
-    def record_statement(statement: _Statement, local: dict) -> None:
+    def record_statement(statement: Assignment, assigned: ast.expr, local: dict) -> None:
         scope = dict(local)
-        nodes = _tensor_nodes(statement.value)
-        if statement.value not in nodes:  # `k = cache.keys`, `s = x if c else y`: the value itself
-            nodes.append(statement.value)
+        nodes = _tensor_nodes(assigned)
+        if assigned not in nodes:  # `k = cache.keys`, `s = x if c else y`: the value itself
+            nodes.append(assigned)
         names: dict[int, str] = {}  # id of an evaluated node -> the scope name holding its value
 
         def evaluate(node: ast.expr) -> Any:
@@ -270,7 +436,7 @@ def record(model: torch.nn.Module, *args: Any, **kwargs: Any) -> list[Step]:
                 kind = "copy"
             else:
                 kind = "new"
-            last = node is statement.value
+            last = node is assigned
             steps.append(
                 Step(
                     target=statement.target if last else "",
@@ -279,30 +445,17 @@ def record(model: torch.nn.Module, *args: Any, **kwargs: Any) -> list[Step]:
                     stride=tuple(value.stride()),
                     contiguous=value.is_contiguous(),
                     kind=kind,
-                    line=statement.line,
-                    comment=statement.comment if last else (),
+                    line=statement.first_line,
+                    comment=(statement.comment or ()) if last else (),
                 )
             )
 
-    previous = [0]
+    def before(frame, line, previous):
+        statement, assigned = statements.get(line, (None, None))
+        # A statement over several lines may report its first line again: record it once.
+        if statement is not None and previous not in statement.lines:
+            record_statement(statement, assigned, frame.f_locals)
 
-    def local_trace(frame, event, arg):
-        if event == "line":
-            statement = statements.get(frame.f_lineno)
-            # A statement over several lines may report its first line again: record it once.
-            if statement is not None and previous[0] not in statement.lines:
-                record_statement(statement, frame.f_locals)
-            previous[0] = frame.f_lineno
-        return local_trace
-
-    def global_trace(frame, event, arg):
-        return local_trace if frame.f_code is code else None
-
-    old = sys.gettrace()
-    sys.settrace(global_trace)
-    try:
-        with torch.no_grad():
-            model(*args, **kwargs)
-    finally:
-        sys.settrace(old)
+    with torch.no_grad():
+        _watch({code}, lambda: model(*args, **kwargs), before=before)
     return steps

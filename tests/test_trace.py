@@ -2,21 +2,22 @@
 
 Every step whose statement carries a shape comment in ``mha/annotated.py`` is recorded with the
 shape that comment states (the comments are checked against a real run by
-``tests/test_shape_comments.py``), for several all-different size sets; the views, copies and
+``mha_site.checkers.shape_comments``), for several all-different size sets; the views, copies and
 contiguity it reports agree with what PyTorch says of the tensors; and it records the pure and
-full versions too.
+full versions too. The pieces the checker is built on are checked here too: comments read as
+comments, every method's frame traced, the lines before a crash kept.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
-from helpers import design_sizes
+from support import design_sizes
 
 import mha.annotated
 import mha.full
 import mha.pure
-from mha.trace import dims_of, record
+from mha.trace import assignments, dims_of, named_sizes, record, shape_comments, trace_locals
 
 SIZE_SETS = [(2, 3, 4, 5), (3, 5, 2, 7), (1, 6, 3, 2)]
 
@@ -80,3 +81,54 @@ def test_dims_of_names_each_dimension_or_gives_up_when_sizes_repeat():
     assert dims_of((2, 4, 3, 5), names) == ("batch_size", "heads_num", "seq_len", "head_size")
     assert dims_of((2, 7), names) is None
     assert dims_of((2, 4), design_sizes(2, 4, 4, 5)) is None
+
+
+def test_named_sizes_are_the_annotated_comments_names():
+    model, x = mha.annotated.MHA(20, 4), torch.randn(2, 3, 20)
+    assert named_sizes(model, x) == design_sizes(2, 3, 4, 5)
+
+
+def test_a_shape_comment_is_a_comment_not_text_in_a_string():
+    source = 'a = f(x)  # [batch_size, seq_len]\nb = "# [heads_num]"\nc = g(a)  # not a shape\n'
+    assert shape_comments(source) == {1: ("batch_size", "seq_len")}
+
+
+SOURCE = """\
+class M:
+    def __init__(self):
+        self.w = 2  # [not, a, local]
+
+    def forward(self, x):
+        y = x * self.w  # [batch_size]
+        n, m = y.size(0), 1
+        # [a comment on no assignment]
+        return self._twice(y)
+
+    def _twice(self, y):
+        z = y + y
+        return z.view(-1, 1)  # [batch_size, 1]
+"""
+
+
+def test_assignments_of_every_method_but_init_with_their_comments_and_the_stray_ones():
+    found, stray = assignments(SOURCE, "M")
+    assert [(a.targets, a.first_line, a.comment) for a in found] == [
+        (("y",), 6, ("batch_size",)),
+        (("n", "m"), 7, None),
+        (("z",), 12, None),
+    ]
+    assert stray == {8: ("a comment on no assignment",), 13: ("batch_size", "1")}
+
+
+def test_trace_locals_follows_every_method_and_keeps_the_lines_before_a_crash():
+    namespace: dict = {}
+    exec(compile(SOURCE, "<M>", "exec"), namespace)
+    model = namespace["M"]()
+    executed, error = trace_locals(type(model), lambda: model.forward(torch.zeros(3)))
+    assert error is None
+    after = dict(executed)
+    assert after[6] == {"x": (3,), "y": (3,)}  # forward's frame
+    assert after[12] == {"y": (3,), "z": (3,)}  # _twice's, called from forward
+    executed, error = trace_locals(type(model), lambda: model.forward(None))
+    assert isinstance(error, TypeError), error
+    assert executed == []  # line 6 raised: it never completed

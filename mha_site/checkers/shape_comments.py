@@ -1,0 +1,425 @@
+"""Every shape comment in ``mha/annotated.py`` and ``mha/full.py`` is true: read them, run, compare.
+
+A shape comment is a trailing ``# [batch_size, seq_len, ...]`` on an assignment line of a method of
+the class ``MHA``. ``mha.trace`` reads them from the source text (``ast`` for the statements,
+``tokenize`` for the comments) and runs ``forward`` under its tracer, which records, in every frame
+of the class's methods (``forward`` and what it calls: ``_weights``, ``_mask``, ...), the real shape
+of the variable each statement assigns; this checker compares the two with the dimension names
+replaced by numbers. A dimension is a name, a product of names (``kv_heads * head_size``) or a
+number; a leading ``...`` (``[..., q_len, k_len]``) states only the trailing dimensions, for a mask
+whose leading ones are whatever the caller's mask has. Every tensor a method assigns must have a
+comment.
+
+Sizes are all different within a run (batch 2, seq 3, heads 4, head 5, hidden 20 for the annotated
+class), so a swapped pair of dimensions cannot pass by accident. ``full.py`` runs in several
+configurations (``RUNS``: self- and cross-attention, a prefilled cache, grouped-query attention,
+both paths, ``need_weights``, masks with a fully masked row, ``is_causal``), so a comment that only
+holds in one of them is caught, a comment that no configuration checks is a failure, and so is a
+name that equals another name in every run that checks it (``lookalike_gaps``).
+
+``check()`` runs all of it on the package's files; the functions below it take any source, so the
+tests can feed altered copies and show that each fault is caught.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+import mha.annotated
+import mha.full
+from mha.trace import Assignment, assignments, named_sizes, trace_locals
+from mha_site.languages import ROOT
+
+DIMENSION = re.compile(r"\w+(?:\s*\*\s*\w+)*")
+ELLIPSIS = "..."
+
+SIZE_SETS = [(2, 3, 4, 5), (3, 5, 2, 7)]
+"""(batch_size, seq_len, heads_num, head_size) of the annotated runs: all different in each."""
+
+Executed = list[tuple[int, dict[str, tuple[int, ...]]]]
+
+
+@dataclass
+class Report:
+    """One run's comparison: comments checked, mismatches, and missing or misplaced comments."""
+
+    checked: int = 0
+    mismatches: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # missing or misplaced comments
+    # first_line of each assignment -> "checked", "not a tensor", "not run" in this run, or
+    # "failed" (a tensor whose comment is missing or cannot be read: reported as a problem)
+    status: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.checked > 0 and not self.mismatches and not self.problems
+
+
+def read_comments(source: str, class_name: str = "MHA") -> tuple[list[Assignment], list[str]]:
+    """The assignments of the class's methods with their comments, and a message for each shape
+    comment inside the methods that is on no assignment."""
+    found, stray = assignments(source, class_name)
+    return found, [
+        f"line {line}: shape comment {list(dims)} is not on an assignment in {class_name}"
+        for line, dims in stray.items()
+    ]
+
+
+def evaluate(dimension: str, names: dict[str, int]) -> tuple[int | None, list[str]]:
+    """The size a comment's dimension states (``kv_heads * head_size``), and unknown names."""
+    if not DIMENSION.fullmatch(dimension):
+        return None, [dimension]
+    value, unknown = 1, []
+    for factor in (f.strip() for f in dimension.split("*")):
+        if factor.isdigit():
+            value *= int(factor)
+        elif factor in names:
+            value *= names[factor]
+        else:
+            unknown.append(factor)
+    return (None if unknown else value), unknown
+
+
+def compare(
+    found: list[Assignment],
+    executed: Executed,
+    names: dict[str, int],
+    report: Report,
+    *,
+    report_not_run: bool = True,
+) -> Report:
+    """Compare each assignment's comment with the shapes ``executed`` recorded after it."""
+    for a in found:
+        after = [shapes for line, shapes in executed if a.first_line <= line <= a.last_line]
+        if not after:
+            report.status[a.first_line] = "not run"
+            if report_not_run:
+                report.problems.append(f"line {a.first_line}: `{a.target} = ...` never ran")
+            continue
+        tensors = {n: after[-1][n] for n in a.targets if n in after[-1]}
+        if not tensors:
+            report.status[a.first_line] = "not a tensor"
+            continue  # not a tensor: no shape to state
+        report.status[a.first_line] = "failed"  # until the comparison below is made
+        if a.comment is None:
+            report.problems.append(f"line {a.first_line}: tensor `{a.target}` has no shape comment")
+            continue
+        if len(a.targets) != 1:
+            report.problems.append(
+                f"line {a.last_line}: one shape comment for {len(a.targets)} names `{a.target}`"
+            )
+            continue
+        real = tensors[a.targets[0]]
+        trailing = a.comment[0] == ELLIPSIS
+        dims = a.comment[1:] if trailing else a.comment
+        evaluated = [evaluate(d, names) for d in dims]
+        unknown = [u for _, us in evaluated for u in us]
+        if unknown:
+            report.problems.append(f"line {a.last_line}: unknown dimension names {unknown}")
+            continue
+        report.checked += 1
+        report.status[a.first_line] = "checked"
+        stated = tuple(v for v, _ in evaluated)
+        compared = real[len(real) - len(stated) :] if trailing else real
+        if compared != stated or len(real) < len(stated):
+            shown = ([ELLIPSIS] if trailing else []) + [str(s) for s in stated]
+            report.mismatches.append(
+                f"line {a.last_line}: `{a.target}` commented [{', '.join(a.comment)}] = "
+                f"[{', '.join(shown)}], real shape {list(real)}"
+            )
+    return report
+
+
+# ---- The annotated file: one configuration, two size sets ---------------------------------------
+
+
+def check_shape_comments(
+    source: str, cls: type, sizes: tuple[int, int, int, int] = SIZE_SETS[0]
+) -> Report:
+    """Compare every shape comment of the annotated ``MHA`` in ``source`` with a run of ``cls``.
+
+    ``cls`` is the class to run: the package's own, or the ``MHA`` of ``source`` executed (a
+    mutated copy of the code). The real class with a mutated source only changes the comments
+    (line numbers must stay the same).
+    """
+    batch_size, seq_len, heads_num, head_size = sizes
+    found, stray = read_comments(source)
+    torch.manual_seed(0)
+    model = cls(heads_num * head_size, heads_num)
+    x = torch.randn(batch_size, seq_len, heads_num * head_size)
+    executed, error = trace_locals(cls, lambda: model(x))
+    report = Report(problems=list(stray))
+    if error is not None:
+        report.problems.insert(0, f"forward raised {type(error).__name__}: {error}")
+    if not executed and error is None:
+        report.problems.append("the tracer saw no line of forward")
+    return compare(found, executed, named_sizes(model, x), report)
+
+
+# ---- The full file: one checker, many configurations --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration of ``mha.full.MHA`` and its call."""
+
+    name: str
+    batch_size: int
+    q_len: int
+    heads_num: int
+    head_size: int
+    kv_heads: int | None = None  # None: heads_num
+    src_len: int | None = None  # cross-attention: the context's length; None: self-attention
+    cached: int = 0  # positions already in the cache (0: no cache)
+    fast: bool = True
+    need_weights: bool = False
+    mask: str | None = None  # see `mask_for`
+    is_causal: bool = False
+    dropout: float = 0.0  # with dropout > 0 the run is in training mode
+
+    def dims(self) -> dict[str, int]:
+        src_len = self.q_len if self.src_len is None else self.src_len
+        return {
+            "batch_size": self.batch_size,
+            "q_len": self.q_len,
+            "src_len": src_len,
+            "k_len": src_len + self.cached,
+            "heads_num": self.heads_num,
+            "kv_heads": self.heads_num if self.kv_heads is None else self.kv_heads,
+            "head_size": self.head_size,
+            "hidden_size": self.heads_num * self.head_size,
+        }
+
+    def free_dims(self) -> dict[str, int]:
+        """The sizes this run sets freely, and the products the comments use: all must differ.
+
+        ``src_len`` is ``q_len`` in self-attention, ``k_len`` is ``src_len`` without a cache,
+        and ``kv_heads`` is ``heads_num`` without grouped-query attention: other runs tell those
+        apart.
+        """
+        dims = self.dims()
+        free = {n: dims[n] for n in ("batch_size", "q_len", "heads_num", "head_size")}
+        free["hidden_size"] = dims["hidden_size"]
+        free["1"] = 1  # a literal dimension ([..., q_len, 1])
+        if self.src_len is not None:
+            free["src_len"] = dims["src_len"]
+        if self.cached:
+            free["k_len"] = dims["k_len"]
+        if dims["kv_heads"] != dims["heads_num"]:
+            free["kv_heads"] = dims["kv_heads"]
+            free["kv_heads * head_size"] = dims["kv_heads"] * dims["head_size"]
+        return free
+
+
+def mask_for(kind: str | None, dims: dict[str, int]) -> Tensor | None:
+    """The ``attn_mask`` of a run; each kind but ``None`` has a query that sees no key."""
+    b, heads, q, k = dims["batch_size"], dims["heads_num"], dims["q_len"], dims["k_len"]
+    if kind is None:
+        return None
+    if kind == "padding":  # [batch_size, 1, 1, k_len]; the last sequence is all padding
+        lengths = torch.tensor([k] * (b - 1) + [0])
+        return mha.full.padding_mask(lengths, k)
+    if kind == "bool-4d":  # [batch_size, heads_num, q_len, k_len]
+        mask = torch.rand(b, heads, q, k) < 0.5
+        mask[:, :, :, -1] = True
+        mask[0, 1, 2] = False
+        return mask
+    if kind == "bool-2d":  # [q_len, k_len]
+        mask = torch.ones(q, k, dtype=torch.bool)
+        mask[1] = False
+        return mask
+    if kind == "float-2d":  # [q_len, k_len], added to the scores
+        mask = torch.randn(q, k)
+        mask[0] = float("-inf")
+        return mask
+    raise ValueError(kind)
+
+
+# Two size sets: the site's sizes (no grouped-query attention), and one with kv_heads 2, where
+# batch_size moves to 6 so that it differs from kv_heads. src_len 7 for cross-attention; a cache of
+# 4 before 3 new positions gives k_len 7.
+SITE = dict(batch_size=2, q_len=3, heads_num=4, head_size=5)
+GQA = dict(batch_size=6, q_len=3, heads_num=4, head_size=5, kv_heads=2)
+
+RUNS = [
+    Run("self/fast", **SITE),
+    Run("self/math", **SITE, fast=False),
+    Run("self/gqa/fast/causal", **GQA, is_causal=True),
+    Run("self/gqa/fast/bool-2d", **GQA, mask="bool-2d"),
+    Run("self/math/bool-2d/dropout", **SITE, fast=False, mask="bool-2d", dropout=0.5),
+    Run("cross/fast/padding", **SITE, src_len=7, mask="padding"),
+    Run("cross/gqa/math/weights/bool-4d", **GQA, src_len=7, need_weights=True, mask="bool-4d"),
+    Run("cross/fast/float-2d", **SITE, src_len=7, mask="float-2d"),
+    Run("cross/gqa/math/float-2d", **GQA, src_len=7, fast=False, mask="float-2d"),
+    Run("cross/fast/causal", **SITE, src_len=7, is_causal=True),
+    Run("cache/gqa/fast/causal", **GQA, cached=4, is_causal=True),
+    Run(
+        "cache/math/weights/float-2d/causal",
+        **SITE,
+        cached=4,
+        need_weights=True,
+        mask="float-2d",
+        is_causal=True,
+    ),
+    Run("cache/gqa/fast/padding/causal", **GQA, cached=4, mask="padding", is_causal=True),
+    Run("cache/gqa/math/padding", **GQA, cached=4, fast=False, mask="padding"),
+]
+
+FULL_NAMES = tuple(RUNS[0].dims())
+"""Every dimension name the full file's comments may use."""
+
+
+def run_full(namespace: dict, run: Run) -> tuple[Executed, Exception | None]:
+    """Build ``namespace['MHA']`` as ``run`` says and trace one call of it."""
+    dims = run.dims()
+    torch.manual_seed(0)
+    cls = namespace["MHA"]
+    model = cls(
+        dims["hidden_size"],
+        run.heads_num,
+        kv_heads=run.kv_heads,
+        dropout=run.dropout,
+        fast=run.fast,
+    ).train(run.dropout > 0)
+    x = torch.randn(run.batch_size, run.q_len, dims["hidden_size"])
+    context = None if run.src_len is None else torch.randn(run.batch_size, run.src_len, x.size(2))
+    cache = None
+    if run.cached:  # a prefill, without the tracer: [batch_size, kv_heads, cached, head_size]
+        cache = namespace["KVCache"]()
+        shape = (run.batch_size, dims["kv_heads"], run.cached, run.head_size)
+        cache.append(torch.randn(shape), torch.randn(shape))
+    mask = mask_for(run.mask, dims)
+
+    def call():
+        return model(
+            x,
+            context,
+            attn_mask=mask,
+            is_causal=run.is_causal,
+            cache=cache,
+            need_weights=run.need_weights,
+        )
+
+    return trace_locals(cls, call)
+
+
+@dataclass
+class FullReport:
+    """The runs' reports, and the comments no run checked."""
+
+    runs: dict[str, Report]
+    never_ran: list[str]
+    never_checked: list[str]
+    stray: list[str]
+
+    @property
+    def mismatches(self) -> list[str]:
+        return [f"[{name}] {m}" for name, r in self.runs.items() for m in r.mismatches]
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"[{name}] {p}" for name, r in self.runs.items() for p in r.problems]
+
+    @property
+    def failures(self) -> list[str]:
+        return self.mismatches + self.problems + self.never_ran + self.never_checked + self.stray
+
+
+def check_full(source: str, namespace: dict, runs: list[Run] = RUNS) -> FullReport:
+    """Check every shape comment of ``mha.full.MHA``'s methods in ``source`` over ``runs``.
+
+    ``namespace`` holds the ``MHA`` and ``KVCache`` to run: the package module's, or those of
+    ``source`` executed (a mutated copy).
+    """
+    found, stray = read_comments(source)
+    reports = {}
+    for run in runs:
+        executed, error = run_full(namespace, run)
+        report = Report()
+        if error is not None:
+            report.problems.append(f"forward raised {type(error).__name__}: {error}")
+        reports[run.name] = compare(found, executed, run.dims(), report, report_not_run=False)
+    statuses = {a.first_line: {r.status[a.first_line] for r in reports.values()} for a in found}
+    never_ran = [
+        f"line {a.first_line}: `{a.target} = ...` never ran in any configuration"
+        for a in found
+        if statuses[a.first_line] == {"not run"}
+    ]
+    never_checked = [
+        f"line {a.last_line}: the comment on `{a.target} = ...` was checked in no configuration"
+        for a in found
+        if a.comment is not None
+        and statuses[a.first_line] <= {"not run", "not a tensor"}
+        and statuses[a.first_line] != {"not run"}
+    ]
+    return FullReport(reports, never_ran, never_checked, stray)
+
+
+def names_in(comment: tuple[str, ...]) -> set[str]:
+    """The dimension names a comment uses (``kv_heads * head_size`` uses two)."""
+    factors = (f.strip() for d in comment if d != ELLIPSIS for f in d.split("*"))
+    return {f for f in factors if not f.isdigit()}
+
+
+def lookalike_gaps(report: FullReport, found: list[Assignment], runs: list[Run]) -> list[str]:
+    """Each name of a comment that equals another name in every run that checked the comment.
+
+    Such a comment could name the other one and still pass: ``src_len`` checked only in
+    self-attention without a cache passes as ``q_len`` or ``k_len`` as well.
+    """
+    dims = {r.name: r.dims() for r in runs}
+    gaps = []
+    for a in found:
+        if a.comment is None:
+            continue
+        checked_in = [
+            dims[name] for name, r in report.runs.items() if r.status[a.first_line] == "checked"
+        ]
+        for name in sorted(names_in(a.comment)):
+            for other in FULL_NAMES:
+                if other != name and all(d[name] == d[other] for d in checked_in):
+                    gaps.append(f"line {a.last_line}: `{a.target}`: {name} is always {other}")
+    return gaps
+
+
+# ---- The checker --------------------------------------------------------------------------------
+
+_LINE = re.compile(r"^(?:\[(?P<run>[^\]]+)\] )?line (?P<line>\d+): (?P<what>.*)$", re.DOTALL)
+
+
+def located(path: str, message: str) -> str:
+    """``[run] line N: what`` as ``path:N: [run] what``; a message without a line as
+    ``path: message``."""
+    match = _LINE.match(message)
+    if not match:
+        return f"{path}: {message}"
+    run = f"[{match['run']}] " if match["run"] else ""
+    return f"{path}:{match['line']}: {run}{match['what']}"
+
+
+def _path(module) -> str:
+    return Path(module.__file__).resolve().relative_to(ROOT).as_posix()
+
+
+def check() -> list[str]:
+    """Every shape comment of ``mha/annotated.py`` (two size sets) and ``mha/full.py`` (every
+    configuration of ``RUNS``) against a real run; one line per problem, ``file:line: what``."""
+    found = []
+    annotated, path = inspect.getsource(mha.annotated), _path(mha.annotated)
+    for sizes in SIZE_SETS:
+        report = check_shape_comments(annotated, mha.annotated.MHA, sizes)
+        found += [located(path, m) for m in report.problems + report.mismatches]
+        if report.checked == 0:
+            found.append(f"{path}: no shape comment was checked at sizes {sizes}")
+    full, path = inspect.getsource(mha.full), _path(mha.full)
+    report = check_full(full, vars(mha.full))
+    found += [located(path, m) for m in report.failures]
+    assigned, _ = assignments(full)
+    found += [located(path, m) for m in lookalike_gaps(report, assigned, RUNS)]
+    return list(dict.fromkeys(found))  # the two annotated runs may say the same thing twice
