@@ -1,10 +1,10 @@
 """The look shared by every picture of the site: the head palette and small SVG helpers.
 
-Not a generator (``mha_site/pictures.py`` loads only ``mha_site/pictures_*.py``): the generator
-modules import it. Colours come in two forms. Each element carries a class (``mha-h2`` for head 2,
-``mha-t2`` for text in head 2's colour, ``mha-fg`` ...) that ``docs/assets/mha.css`` colours for the
-light and the dark scheme, and a presentation attribute with the light colour, so the SVG also
-reads on its own. Every text colour has at least 4.5:1 contrast on its background (WCAG AA).
+Not a generator (not in ``mha_site.pictures.GENERATORS``): the generator modules import it.
+Colours come in two forms. Each element carries a class (``mha-h2`` for head 2, ``mha-t2`` for
+text in head 2's colour, ``mha-fg`` ...) that ``docs/assets/mha.css`` colours for the light and
+the dark scheme, and a presentation attribute with the light colour, so the SVG also reads on its
+own. Every text colour has at least 4.5:1 contrast on its background (WCAG AA).
 
 Head ``i`` has the same colour on every picture, so a reader can follow head 2 from the projection
 to the concatenation.

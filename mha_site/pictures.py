@@ -21,10 +21,20 @@ from __future__ import annotations
 
 import functools
 
-from mha_site import pictures_flow, pictures_heatmaps, pictures_memory, pictures_perf
+from mha_site import (
+    pictures_flow,
+    pictures_heatmaps,
+    pictures_memory,
+    pictures_perf,
+)
 
-# The generator modules: a new one is imported and added here.
-GENERATORS = (pictures_flow, pictures_heatmaps, pictures_memory, pictures_perf)
+# The generator modules, one per line: a new one is imported and added here (the scaffold does it).
+GENERATORS = (
+    pictures_flow,
+    pictures_heatmaps,
+    pictures_memory,
+    pictures_perf,
+)
 
 
 @functools.cache

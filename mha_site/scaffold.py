@@ -8,6 +8,11 @@ same code block, each in its language) and adds the page to mkdocs.yml twice: to
 ``nav_translations`` (the English title and its Chinese). mkdocs.yml is edited as text, so its
 comments stay. The new pages pass the strict build and the tests as they are; write them from
 there (CONTRIBUTING.md says what the tests then ask of them).
+
+With ``--picture NAME`` it also starts the chapter's picture: a generator module
+``mha_site/pictures_SLUG.py`` whose picture ``NAME`` is drawn from a real run of ``mha``,
+registered in ``mha_site.pictures.GENERATORS``, and the marker ``<!-- picture: NAME -->`` on both
+pages.
 """
 
 from __future__ import annotations
@@ -63,6 +68,68 @@ assert MHA(hidden_size=20, heads_num=4)(x).shape == (2, 3, 20)
 }
 
 
+GENERATOR = '''\
+"""The pictures of the chapter {slug}: drawn at build time from a real run of ``mha``."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from mha_site.languages import tr
+from mha_site.picture_style import FONT, PAGE_RUN, Svg, shape_text
+
+
+@functools.cache
+def run():
+    """The pages' own run: ``MHA(20, 4)`` on ``x`` of shape ``[2, 3, 20]``, and its output."""
+    from mha.annotated import MHA
+
+    torch.manual_seed(0)
+    model = MHA(PAGE_RUN.hidden_size, PAGE_RUN.heads_num)
+    x = torch.randn(*PAGE_RUN.x_shape)
+    return x, model(x)
+
+
+def {function}(language: str) -> str:
+    x, out = run()
+    title = tr(
+        language,
+        f"The output has the shape of the input: {{shape_text(out.shape)}}.",
+        f"输出的形状与输入相同：{{shape_text(out.shape)}}。",
+    )
+    svg = Svg("{name}", title)
+    label = f"x {{shape_text(x.shape)}} → MHA → out {{shape_text(out.shape)}}"
+    svg.text(4, 4 + FONT, label, code=True)
+    return str(svg)
+
+
+PICTURES = {{"{name}": {function}}}
+'''
+
+
+def add_generator(pictures_source: str, module: str) -> str:
+    """``mha_site/pictures.py``'s text with ``module`` imported and added to ``GENERATORS`` (both
+    lists, one name a line, stay sorted)."""
+    out = pictures_source
+    for head in ("from mha_site import (\n", "GENERATORS = (\n"):
+        start = out.find(head)
+        if start < 0:
+            raise ValueError(f"mha_site/pictures.py has no {head.strip()!r} list")
+        start += len(head)
+        end = out.index(")", start)
+        names = sorted({*re.findall(r"^[ \t]+(\w+),$", out[start:end], re.M), module})
+        out = out[:start] + "".join(f"    {name},\n" for name in names) + out[end:]
+    return out
+
+
+def with_picture(page: str, name: str) -> str:
+    """A scaffolded page with the picture's marker after its first code block."""
+    end = page.index("```\n", page.index("```python")) + 4
+    return page[:end] + f"\n<!-- picture: {name} -->\n" + page[end:]
+
+
 def add_to_nav(config: str, slug: str, title: str, after: str) -> str:
     """mkdocs.yml's text with ``- title: slug.md`` in ``nav`` right after the entry of ``after``."""
     nav = config.index("\nnav:\n")
@@ -87,23 +154,40 @@ def add_translation(config: str, title: str, title_zh: str) -> str:
     return config[: block.end()] + line + config[block.end() :]
 
 
-def scaffold(slug: str, title: str, title_zh: str, after: str, root: Path = ROOT) -> list[Path]:
-    """Write the twin pages and add them to mkdocs.yml under ``root``; the files written."""
+def scaffold(
+    slug: str, title: str, title_zh: str, after: str, picture: str | None = None, root: Path = ROOT
+) -> list[Path]:
+    """Write the twin pages and add them to mkdocs.yml under ``root`` (with ``picture``: its
+    generator module too, registered); the files written."""
     if not SLUG.fullmatch(slug):
         raise ValueError(f"slug must be lower-case letters, digits and dashes, got {slug!r}")
     titles = {"en": title, "zh": title_zh}
     pages = [root / "docs" / language / f"{slug}.md" for language in LANGUAGES]
-    for page in pages:
+    generator = root / "mha_site" / f"pictures_{slug.replace('-', '_')}.py"
+    for page in [*pages, *([generator] if picture else [])]:
         if page.exists():
             raise ValueError(f"{page.relative_to(root)} exists already: pick another slug")
+    if picture is not None and not SLUG.fullmatch(picture):
+        raise ValueError(f"picture must be lower-case letters, digits and dashes, got {picture!r}")
     yml = root / "mkdocs.yml"
     config = add_translation(
         add_to_nav(yml.read_text(encoding="utf-8"), slug, title, after), title, title_zh
     )
+    written = [*pages, yml]
+    if picture is not None:
+        registry = root / "mha_site" / "pictures.py"
+        registered = add_generator(registry.read_text(encoding="utf-8"), generator.stem)
+        function = picture.replace("-", "_") + "_picture"
+        generator.write_text(
+            GENERATOR.format(slug=slug, name=picture, function=function), encoding="utf-8"
+        )
+        registry.write_text(registered, encoding="utf-8")
+        written += [generator, registry]
     for language, page in zip(LANGUAGES, pages, strict=True):
-        page.write_text(PAGES[language].format(title=titles[language], slug=slug), encoding="utf-8")
+        text = PAGES[language].format(title=titles[language], slug=slug)
+        page.write_text(with_picture(text, picture) if picture else text, encoding="utf-8")
     yml.write_text(config, encoding="utf-8")
-    return [*pages, yml]
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,9 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("title", help='its English title: "Rotary embeddings"')
     parser.add_argument("title_zh", help='its Chinese title: "旋转位置编码"')
     parser.add_argument("--after", required=True, help="the page it follows in the nav: gqa")
+    parser.add_argument("--picture", metavar="NAME", help="start a picture too: rope-angles")
     args = parser.parse_args(argv)
     try:
-        written = scaffold(args.slug, args.title, args.title_zh, args.after)
+        written = scaffold(args.slug, args.title, args.title_zh, args.after, args.picture)
     except ValueError as error:
         parser.error(str(error))
     for path in written:

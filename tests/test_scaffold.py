@@ -70,3 +70,25 @@ def test_the_scaffolded_pages_run_as_doc_tests(copy):
         text = (copy / "docs" / language / "rope.md").read_text(encoding="utf-8")
         code = text.split("```python\n", 1)[1].split("```", 1)[0]
         exec(compile(code, f"{language}/rope.md", "exec"), {})
+
+
+def test_with_a_picture_the_scaffold_registers_a_generator_that_draws_a_real_run(copy):
+    shutil.copytree(
+        ROOT / "mha_site", copy / "mha_site", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    scaffold.scaffold(
+        "rope", "Rotary embeddings", "旋转位置编码", "gqa", picture="rope-angles", root=copy
+    )
+    registry = (copy / "mha_site/pictures.py").read_text(encoding="utf-8")
+    head, generators = registry.split("GENERATORS = (", 1)
+    assert "    pictures_rope,\n" in head and "    pictures_rope,\n" in generators
+    for language in ("en", "zh"):
+        page = (copy / "docs" / language / "rope.md").read_text(encoding="utf-8")
+        assert page.count("<!-- picture: rope-angles -->\n") == 1
+    assert parity.problems(copy / "docs") == []
+    namespace: dict = {}
+    source = (copy / "mha_site/pictures_rope.py").read_text(encoding="utf-8")
+    exec(compile(source, "pictures_rope.py", "exec"), namespace)
+    for language, said in (("en", "The output has the shape"), ("zh", "输出的形状与输入相同")):
+        svg = namespace["PICTURES"]["rope-angles"](language)
+        assert svg.startswith("<svg") and said in svg and "[2, 3, 20]" in svg, svg
