@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import importlib
 
-CHECKERS: tuple[str, ...] = ("markers",)
+CHECKERS: tuple[str, ...] = (
+    "markers",
+    "parity",
+    "glossary",
+    "api_languages",
+    "shape_table",
+    "shape_comments",
+)
 """The checker modules of this package, by name, in the order they run."""
 
 
