@@ -1,171 +1,23 @@
-"""Every python-looking code block in docs/ is collected by Sybil, and no skip hides one silently.
-
-Sybil runs a fence only when its info string is exactly ``python``: a block tagged ``py``,
-``Python``, ``python3``, ``python title="x"``, ``python hl_lines="2"`` or ``~~~ python`` would be
-shown on the site and never run. So this test reads each page as Markdown does (fences inside
-admonitions, tabs and lists included, a fence nested in a longer fence is content) and demands
-that the Sybil of the root ``conftest.py`` collects every python-looking block, hidden
-``<!-- invisible-code-block: python -->`` blocks included, and nothing else.
-
-The rule for includes: implementation code is shown with a plain ```` ```python ```` fence whose
-body is only ``--8<-- "mha/file.py:section"`` lines. Sybil collects it too (so it is counted like
-any other python block), but checks that the include resolves to code that compiles instead of
-running the directive (see ``conftest.py``). A fence that mixes an include with other code fails.
-
-``<!-- skip: next -->`` without a reason makes Sybil report the next block as passed although it
-never ran: every ``skip: next`` and ``skip: start`` must give a reason (``"why"`` or ``if(...)``).
+"""Every python-looking code block in docs/ is collected by Sybil, and no skip hides one silently
+(the rules: ``mha_site/checkers/fences.py``). Temporary pages show the checker failing.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import pytest
-from sybil.evaluators.skip import Skipper
-from sybil.parsers.abstract import AbstractClearNamespaceParser
 
-from mha_site.runnable import sybils
-
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "docs"
-PAGES = sorted(DOCS.rglob("*.md"))
-
-# Languages whose blocks are Python code, as Pygments and Markdown users spell them.
-PYTHON_LIKE = {
-    "py",
-    "py2",
-    "py3",
-    "python",
-    "python2",
-    "python3",
-    "pycon",
-    "pyi",
-    "ipython",
-    "ipython3",
-}
-FENCE = re.compile(r"^(?P<indent>[ \t]*(?:>[ \t]*)*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-HIDDEN = re.compile(
-    r"<!--[ \t]*(?:invisible-)?code(?:-block)?[ \t]*:[ \t]*(?P<lang>[^\n]*?)[ \t]*\n.*?-->",
-    re.DOTALL,
+from mha_site.checkers.fences import (
+    DOCS,
+    collected_regions,
+    fence_problems,
+    pages,
+    python_blocks,
+    root_sybil,
 )
-SKIP_COMMENT = re.compile(r"<!--[ \t-]*skip\b[^\n]*?-->")
-INCLUDE_LINE = re.compile(r'^[ \t]*--8<--[ \t]+"[^"\n]+"[ \t]*$')
 
-
-def is_python_like(info: str) -> bool:
-    """``py``, ``Python``, ``python title="x"``, ``{.python}``: the first word names Python."""
-    word = re.split(r"[\s{}]", info.strip().lstrip("{").lstrip("."), maxsplit=1)[0]
-    return word.lower() in PYTHON_LIKE
-
-
-@dataclass(frozen=True)
-class Block:
-    """A python-looking block of a page: a fence or a hidden code comment."""
-
-    start: int  # offset of its first character
-    end: int  # offset just after it
-    line: int
-    opening: str  # the fence line or the comment's first line
-    body: str
-
-
-def line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
-def fences(text: str) -> list[tuple[int, int, str, str]]:
-    """All top-level fences as Markdown sees them: (start, end, info, body)."""
-    found = []
-    offset = 0
-    current = None  # (start, fence, info, body_start)
-    for line in text.splitlines(keepends=True):
-        match = FENCE.match(line.rstrip("\r\n"))
-        if current is None:
-            if match and not (match["fence"][0] == "`" and "`" in match["info"]):
-                current = (offset, match["fence"], match["info"].strip(), offset + len(line))
-        elif (
-            match
-            and match["fence"][0] == current[1][0]
-            and len(match["fence"]) >= len(current[1])
-            and not match["info"].strip()
-        ):
-            start, _, info, body_start = current
-            found.append((start, offset + len(line), info, text[body_start:offset]))
-            current = None
-        offset += len(line)
-    if current is not None:  # an unclosed fence runs to the end of the page
-        start, _, info, body_start = current
-        found.append((start, len(text), info, text[body_start:]))
-    return found
-
-
-def python_blocks(text: str) -> list[Block]:
-    """Python-looking fences plus hidden code blocks outside fences, in page order."""
-    spans = fences(text)
-    blocks = [
-        Block(s, e, line_of(text, s), text[s : text.index("\n", s)].strip(), body)
-        for s, e, info, body in spans
-        if is_python_like(info)
-    ]
-    for match in HIDDEN.finditer(text):
-        inside_fence = any(s <= match.start() < e for s, e, _, _ in spans)
-        if not inside_fence and is_python_like(match["lang"]):
-            first = text[match.start() : text.index("\n", match.start())]
-            blocks.append(
-                Block(match.start(), match.end(), line_of(text, match.start()), first, "")
-            )
-    return sorted(blocks, key=lambda b: b.start)
-
-
-@cache
-def root_sybil():
-    """The Sybil that pytest uses for docs/ (the root conftest.py collects it)."""
-    return sybils(ROOT)[0]
-
-
-def collected_regions(path: Path) -> list:
-    """Sybil's code regions of a page (skip and clear-namespace directives left out)."""
-    document = root_sybil().parse(path)
-    return [
-        region
-        for _, region in document.regions
-        if not isinstance(region.evaluator, Skipper)
-        and region.evaluator is not AbstractClearNamespaceParser.evaluate
-    ]
-
-
-def fence_problems(path: Path) -> list[str]:
-    """Blocks Sybil misses or collects wrongly, mixed includes, reasonless skips: one line each."""
-    text = path.read_text(encoding="utf-8")
-    name = path.relative_to(path.parents[1]) if path.is_relative_to(DOCS) else path.name
-    blocks = python_blocks(text)
-    regions = collected_regions(path)
-    problems = []
-    for block in blocks:
-        if not any(block.start <= r.start < block.end for r in regions):
-            problems.append(f"{name}:{block.line}: `{block.opening}` is not run by Sybil")
-        lines = [ln for ln in block.body.splitlines() if ln.strip()]
-        includes = [ln for ln in lines if INCLUDE_LINE.match(ln)]
-        if includes and len(includes) != len(lines):
-            problems.append(f"{name}:{block.line}: a fence mixes an --8<-- include with code")
-    for region in regions:
-        if not any(b.start <= region.start < b.end for b in blocks):
-            line = line_of(text, region.start)
-            problems.append(f"{name}:{line}: Sybil runs code that is not a python block")
-    spans = fences(text)
-    for match in SKIP_COMMENT.finditer(text):
-        if any(s <= match.start() < e for s, e, _, _ in spans):
-            continue  # markup shown in a code block, not a directive
-        line = line_of(text, match.start())
-        directive = re.match(r"<!--[ \t]*skip:[ \t]*(\w+)(?:[ \t]+(.*?))?[ \t]*-->", match[0])
-        if directive is None:
-            problems.append(f"{name}:{line}: malformed skip directive {match[0]!r}")
-        elif directive[1] in ("next", "start") and not directive[2]:
-            problems.append(f"{name}:{line}: {match[0]!r} gives no reason; Sybil would pass it")
-    return problems
+PAGES = pages()
 
 
 def test_docs_has_pages():
