@@ -1,7 +1,9 @@
 """The performance page's plots and tables, drawn at build time from the benchmark's results file.
 
-The single source is the file ``python -m mha.bench`` writes, committed at
+The single source is the file ``python -m mha.bench`` writes (``make bench``), committed at
 ``docs/assets/bench/results.json`` (``MHA_BENCH_RESULTS`` names another file, for development).
+It holds measurements only: the implementations' labels (``mha.bench.IMPLEMENTATIONS``) and the
+targets (``mha.bench.TARGETS``, evaluated against the file here) come from the benchmark package.
 No number of the page is typed by hand:
 
 - as a generator of ``mha_site/pictures.py`` (``PICTURES``), it draws the plots: time and peak
@@ -15,42 +17,29 @@ A missing file, or a marker naming no table, is logged as a warning: the strict 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 
-from mha_site.languages import tr
+import mha.bench
+from mha.bench import IMPLEMENTATIONS, evaluate
+from mha.bench.config import REPEATS_NOTE
+from mha_site.languages import ROOT, tr
 from mha_site.picture_style import FONT, SMALL, Svg
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "docs" / "assets" / "bench" / "results.json"
 
-# The implementations, in the order of the legend and the tables: (name in the file, en, zh, class
-# of the line and of the legend's text, light colour, dash pattern).
-IMPLS = (
-    ("annotated", "annotated", "注释版", "mha-s0", "mha-t0", "#1f5fa8", "6 3"),
-    ("pure", "pure", "纯享版", "mha-s1", "mha-t1", "#a14a00", "2 2"),
-    ("full-fast", "full, fast=True", "完整版 fast=True", "mha-s2", "mha-t2", "#17724a", ""),
-    (
-        "full-math",
-        "full, fast=False",
-        "完整版 fast=False",
-        "mha-s3",
-        "mha-t3",
-        "#8a3a9a",
-        "8 2 2 2",
-    ),
-    (
-        "torch",
-        "nn.MultiheadAttention",
-        "nn.MultiheadAttention",
-        "mha-accent",
-        "mha-accent",
-        "#c2185b",
-        "1 3",
-    ),
-)
+# How each implementation is drawn, by its name in the file: (class of the line, class of the
+# legend's text, light colour, dash pattern). The order of the legend and the tables, and the
+# labels, are mha.bench.IMPLEMENTATIONS'.
+STYLE = {
+    "annotated": ("mha-s0", "mha-t0", "#1f5fa8", "6 3"),
+    "pure": ("mha-s1", "mha-t1", "#a14a00", "2 2"),
+    "full-fast": ("mha-s2", "mha-t2", "#17724a", ""),
+    "full-math": ("mha-s3", "mha-t3", "#8a3a9a", "8 2 2 2"),
+    "torch": ("mha-accent", "mha-accent", "#c2185b", "1 3"),
+}
+UNKNOWN_STYLE = ("mha-sn", "mha-fg", "#555555", "")
 
 
 def results_path() -> Path:
@@ -59,18 +48,18 @@ def results_path() -> Path:
 
 def load() -> dict:
     """The results file as a dict (read on each call: a rebuild sees a new run)."""
-    return json.loads(results_path().read_text(encoding="utf-8"))
+    return mha.bench.load(results_path())
 
 
 def impl_label(impl: str, language: str) -> str:
-    for name, en, zh, *_ in IMPLS:
-        if name == impl:
-            return tr(language, en, zh)
+    for i in IMPLEMENTATIONS:
+        if i.name == impl:
+            return tr(language, i.en, i.zh)
     return impl
 
 
 def impl_order(rows) -> list[str]:
-    known = [i[0] for i in IMPLS]
+    known = [i.name for i in IMPLEMENTATIONS]
     present = {r["impl"] for r in rows}
     return [i for i in known if i in present] + sorted(present - set(known))
 
@@ -181,11 +170,7 @@ def line_plot(
     # one line per implementation, points with their number as a tooltip
     legend_y = TOP + HEIGHT + 56
     for index, impl in enumerate(impl_order(rows)):
-        style = next(
-            (i for i in IMPLS if i[0] == impl),
-            (impl, impl, impl, "mha-sn", "mha-fg", "#555555", ""),
-        )
-        _, _, _, stroke_cls, text_cls, colour, dash = style
+        stroke_cls, text_cls, colour, dash = STYLE.get(impl, UNKNOWN_STYLE)
         mine = sorted((r for r in rows if r["impl"] == impl), key=lambda r: r["seq_len"])
         points = [(px(r["seq_len"]), py(r[field])) for r in mine]
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
@@ -319,6 +304,22 @@ def table_forward_gemm(results: dict, language: str) -> str:
     return pivot(main_rows(results["forward"]), "fraction_of_gemm", language, extra=(title, rates))
 
 
+# The configuration the machine table shows, in this order (the file may record more).
+CONFIG_SHOWN = (
+    "batch",
+    "hidden",
+    "heads",
+    "dtype",
+    "repeats",
+    "quick",
+    "seq_lens",
+    "memory_seq_lens",
+    "warmup",
+    "repeats_backward",
+    "repeats_by_seq",
+)
+
+
 def table_machine(results: dict, language: str) -> str:
     m, c = results["machine"], results["config"]
     names = {
@@ -342,7 +343,8 @@ def table_machine(results: dict, language: str) -> str:
             return yes_no(v, language)
         return f"`{v}`" if isinstance(v, str) else str(v)
 
-    rows = [[tr(language, *names.get(k, (k, k))), shown(v)] for k, v in [*m.items(), *c.items()]]
+    shown_items = [*m.items(), *((k, c[k]) for k in CONFIG_SHOWN), ("repeats_note", REPEATS_NOTE)]
+    rows = [[tr(language, *names.get(k, (k, k))), shown(v)] for k, v in shown_items]
     rows.append(
         [
             tr(language, "GEMM rate, same run", "同一次运行测得的 GEMM 速率"),
@@ -427,31 +429,32 @@ def table_memory_masked(results: dict, language: str) -> str:
 
 
 def table_targets(results: dict, language: str) -> str:
-    """The targets as a table, then the reason of each missed one as a list (a column of long
-    reasons would make each row a screen tall on a phone)."""
+    """The targets (``mha.bench.TARGETS``) checked against the file, as a table in the page's
+    language, then the reason of each missed one as a list (a column of long reasons would make
+    each row a screen tall on a phone)."""
     header = [
         tr(language, "target", "目标"),
         tr(language, "measured", "测得"),
         tr(language, "asked", "要求"),
         tr(language, "met", "达到"),
     ]
-    zh = language == "zh"
+    checked = evaluate(results)
     rows = [
         [
-            r["name_zh"] if zh else r["name"],
+            tr(language, *t.name),
             # a missed target shows enough digits to see the miss (0.8496, not 0.850, for >= 0.85)
-            number(r["value"]) if r["met"] else f"{r['value']:.4g}",
-            f"`{r['target_zh'] if zh else r['target']}`",
-            tr(language, "✔ yes", "✔ 是") if r["met"] else tr(language, "✘ no", "✘ 否"),
+            number(t.value) if t.met else f"{t.value:.4g}",
+            f"`{tr(language, *t.asked)}`",
+            tr(language, "✔ yes", "✔ 是") if t.met else tr(language, "✘ no", "✘ 否"),
         ]
-        for r in results["targets"]
+        for t in checked
     ]
-    missed = [r for r in results["targets"] if not r["met"]]
+    missed = [t for t in checked if not t.met]
     if not missed:
         return markdown_table(header, rows, "left")
     reasons = [
-        f"- **{r['name_zh']}**：{r['why_zh']}" if zh else f"- **{r['name']}**: {r['why']}"
-        for r in missed
+        f"- **{tr(language, *t.name)}**{tr(language, ': ', '：')}{tr(language, *t.why)}"
+        for t in missed
     ]
     intro = tr(language, "Why the missed targets were missed:", "未达到的目标，原因如下：")
     return markdown_table(header, rows, "left") + "\n\n" + intro + "\n\n" + "\n".join(reasons)

@@ -1,196 +1,151 @@
-"""`python -m mha.bench`: the structure of its results file, never its timings.
+"""`python -m mha.bench`: the layout of its results file, never its timings.
 
-The quick run is one subprocess with tiny sizes (a few seconds on 2 loaded cores); the committed
-`docs/assets/bench/results.json`, the source of the performance page, must follow the same schema
-and come from a full run.
+The quick run is one subprocess with tiny sizes (seconds on 2 idle cores), started in an empty
+folder without ``--out``: it writes there, not into the docs tree. The committed
+`docs/assets/bench/results.json`, the source of the performance page, must follow the same layout
+and come from a full run. The layout itself is ``mha.bench.results.LAYOUT``, checked by
+``problems()``; the tests here add what a type cannot say.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
+from mha.bench import IMPLEMENTATIONS, TARGETS, evaluate, load
+from mha.bench.cases import CASES, run
+from mha.bench.cases.memory import MASKED
+from mha.bench.config import QUICK
+from mha.bench.context import Context
+from mha.bench.results import DEFAULT_OUT, problems
+from mha.bench.timing import Progress
+
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "docs" / "assets" / "bench" / "results.json"
-IMPLS = {"annotated", "pure", "full-fast", "full-math", "torch"}
-MASKED_IMPLS = {"full-fast", "torch"}  # measured with a padding mask too
-NUMBER = (int, float)
-
-SCHEMA = {
-    "machine": {
-        "cpu": str,
-        "cores": int,
-        "threads": int,
-        "torch": str,
-        "python": str,
-        "device": str,
-        "date": str,
-    },
-    "config": {
-        "batch": int,
-        "hidden": int,
-        "heads": int,
-        "dtype": str,
-        "repeats": int,
-        "quick": bool,
-    },
-    "forward": {
-        "impl": str,
-        "seq_len": int,
-        "causal": bool,
-        "median_ms": NUMBER,
-        "ratio_vs_torch": NUMBER,
-        "gflops": NUMBER,
-        "fraction_of_gemm": NUMBER,
-    },
-    "backward": {
-        "impl": str,
-        "seq_len": int,
-        "causal": bool,
-        "median_ms": NUMBER,
-        "ratio_vs_torch": NUMBER,
-    },
-    "memory": {"impl": str, "seq_len": int, "peak_growth_mb": NUMBER, "ratio_vs_torch": NUMBER},
-    "memory_masked": {
-        "impl": str,
-        "seq_len": int,
-        "mask": str,
-        "peak_growth_mb": NUMBER,
-        "unmasked_mb": NUMBER,
-        "ratio_vs_unmasked": NUMBER,
-    },
-    "decode": {"seq_len": int, "cache_ms": NUMBER, "recompute_ms": NUMBER, "speedup": NUMBER},
-    "gqa": {
-        "heads": int,
-        "kv_heads": int,
-        "cache_bytes": int,
-        "cache_ratio_vs_full": NUMBER,
-        "median_ms": NUMBER,
-    },
-    "targets": {
-        "name": str,
-        "name_zh": str,
-        "value": NUMBER,
-        "target": str,
-        "target_zh": str,
-        "met": bool,
-        "why": (str, type(None)),
-        "why_zh": (str, type(None)),
-    },
-}
-LISTS = ("forward", "backward", "memory", "memory_masked", "decode", "gqa", "targets")
+NAMES = {i.name for i in IMPLEMENTATIONS}
 
 
-def _check_fields(where: str, record: dict, fields: dict) -> None:
-    assert isinstance(record, dict), f"{where}: not an object: {record!r}"
-    missing = set(fields) - set(record)
-    assert not missing, f"{where}: missing keys {sorted(missing)} in {record!r}"
-    for key, kind in fields.items():
-        value = record[key]
-        # bool is an int in Python: an int field must not hold True/False.
-        if kind is int or kind == NUMBER:
-            assert not isinstance(value, bool), f"{where}.{key} = {value!r} is a bool"
-        assert isinstance(value, kind), f"{where}.{key} = {value!r}, expected {kind}"
-
-
-def check_schema(res: dict) -> None:
-    """Every key of the schema, with its type; impl names known; every ratio positive."""
-    for section in ("machine", "config"):
-        _check_fields(section, res[section], SCHEMA[section])
-    assert isinstance(res["gemm_gflops"], NUMBER), res["gemm_gflops"]
-    assert res["gemm_gflops"] > 0, res["gemm_gflops"]
-    for section in LISTS:
-        rows = res[section]
-        assert isinstance(rows, list), f"{section} is not a list"
-        assert rows, f"{section} is empty"
-        for i, row in enumerate(rows):
-            _check_fields(f"{section}[{i}]", row, SCHEMA[section])
-            if "impl" in row:
-                assert row["impl"] in IMPLS, f"{section}[{i}].impl = {row['impl']!r}"
-            for key, value in row.items():
-                if key.startswith("ratio") or key in ("speedup", "fraction_of_gemm", "gflops"):
-                    assert value > 0, f"{section}[{i}].{key} = {value!r} is not positive"
-            if "median_ms" in row:
-                assert row["median_ms"] > 0, f"{section}[{i}] median_ms = {row['median_ms']}"
-            if "why" in row:
-                # A missed target says why; a met one does not need to.
-                assert row["met"] or row["why"], f"targets[{i}] missed without a reason: {row}"
-                assert bool(row["why"]) == bool(row["why_zh"]), f"targets[{i}]: one language {row}"
+def check_layout(res: dict) -> None:
+    """The layout, every case's sections filled, and what the numbers must say whatever the
+    machine: every implementation measured, ``torch`` against itself 1, every target checked."""
+    found = problems(res)
+    assert not found, "\n".join(found)
+    for case in CASES:
+        for section in case.SECTIONS:
+            assert res[section] or not isinstance(res[section], list), f"{section} is empty"
     for section in ("forward", "backward", "memory"):
         got = {r["impl"] for r in res[section] if "dtype" not in r}
-        assert got == IMPLS, f"{section} measures {sorted(got)}, expected {sorted(IMPLS)}"
+        assert got == NAMES, f"{section} measures {sorted(got)}, expected {sorted(NAMES)}"
         for r in res[section]:
             if r["impl"] == "torch" and "dtype" not in r:
                 assert r["ratio_vs_torch"] == 1.0, f"{section}: torch against itself {r}"
     causal = {r["impl"] for r in res["forward"] if r["causal"]}
-    assert causal == {"full-fast", "full-math", "torch"}, causal
+    assert causal == {i.name for i in IMPLEMENTATIONS if i.causal}, causal
     masked = {r["impl"] for r in res["memory_masked"]}
-    assert masked == MASKED_IMPLS, f"memory_masked measures {sorted(masked)}"
+    assert masked == set(MASKED), f"memory_masked measures {sorted(masked)}"
     kv = {(r["heads"], r["kv_heads"]) for r in res["gqa"]}
     heads = res["config"]["heads"]
     assert (heads, heads) in kv and (heads, heads // 4) in kv, kv
-    names = " | ".join(t["name"] for t in res["targets"])
-    topics = (
-        "forward time",
-        "GEMM rate",
-        "peak memory",
-        "padding mask",
-        "causal",
-        "decoding",
-        "GQA",
-    )
-    for topic in topics:
-        assert topic in names, f"no target about {topic!r} among: {names}"
+    for target in TARGETS:
+        row, _ = target.row.find(res)
+        assert row is not None, f"no row for the target {target.name[0]!r}"
+    for t in evaluate(res):
+        # A missed target says why, in both languages; a met one does not need to.
+        assert t.met or (t.why and all(t.why)), f"{t.name[0]} missed without a reason"
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory) -> tuple[dict, str]:
-    out = tmp_path_factory.mktemp("bench") / "quick.json"
+def quick(tmp_path_factory) -> tuple[dict, str, Path]:
+    folder = tmp_path_factory.mktemp("bench")
+    # mha is importable as the installed package; ROOT on the path covers a checkout without it.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, "-m", "mha.bench", "--quick", "--out", str(out)],
-        cwd=ROOT,
+        [sys.executable, "-m", "mha.bench", "--quick", "--no-progress"],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": path},
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(out.read_text(encoding="utf-8")), done.stdout
+    return load(folder / DEFAULT_OUT), done.stdout, folder
 
 
-def test_quick_run_follows_the_schema(quick):
-    res, _ = quick
-    check_schema(res)
+def test_quick_run_writes_into_the_current_folder_by_default(quick):
+    _, _, folder = quick
+    assert [p.name for p in folder.iterdir()] == [DEFAULT_OUT.name]
+
+
+def test_quick_run_follows_the_layout(quick):
+    res, _, _ = quick
+    check_layout(res)
     assert res["config"]["quick"] is True, res["config"]
 
 
 def test_quick_run_prints_the_table_and_every_target(quick):
-    res, stdout = quick
+    res, stdout, _ = quick
     for heading in ("Forward", "Forward + backward", "Peak memory", "KV-cache", "Targets"):
         assert heading in stdout, f"no {heading!r} section in the printed table"
-    for t in res["targets"]:
-        state = "met" if t["met"] else "MISSED"
-        assert f"[{state}] {t['name']}" in stdout, f"target not printed: {t['name']}"
+    for t in evaluate(res):
+        state = "met" if t.met else "MISSED"
+        assert f"[{state}] {t.name[0]}" in stdout, f"target not printed: {t.name[0]}"
 
 
 def test_quick_run_measures_the_exact_gqa_saving(quick):
     # The cache sizes are counted, not timed: kv_heads = heads / 4 keeps exactly a quarter.
-    res, _ = quick
+    res, _, _ = quick
     heads = res["config"]["heads"]
     quarter = next(r for r in res["gqa"] if r["kv_heads"] == heads // 4)
     assert quarter["cache_ratio_vs_full"] == 0.25, quarter
 
 
-def test_committed_results_follow_the_schema_and_come_from_a_full_run():
-    res = json.loads(COMMITTED.read_text(encoding="utf-8"))
-    check_schema(res)
+def test_committed_results_follow_the_layout_and_come_from_a_full_run():
+    res = load(COMMITTED)
+    check_layout(res)
     assert res["config"]["quick"] is False, "the committed results come from a --quick run"
     cfg = res["config"]
     assert (cfg["batch"], cfg["hidden"], cfg["heads"], cfg["dtype"]) == (4, 512, 8, "float32"), cfg
     seqs = sorted({r["seq_len"] for r in res["forward"]})
     assert seqs[0] == 64 and seqs[-1] >= 2048, seqs
     assert all(s & (s - 1) == 0 for s in seqs), f"not powers of two: {seqs}"
+
+
+def test_layout_check_catches_planted_faults():
+    res = load(COMMITTED)
+    assert not problems(res)
+    planted = {
+        "a target stored in the file": {**res, "targets": []},
+        "a section missing": {k: v for k, v in res.items() if k != "decode"},
+        "an unknown implementation": {**res, "memory": [{**res["memory"][0], "impl": "flash"}]},
+        "a bool for a number": {**res, "gqa": [{**res["gqa"][0], "cache_bytes": True}]},
+        "a key missing in a row": {**res, "parts": [{"seq_len": 1024}]},
+        "a ratio of zero": {**res, "backward": [{**res["backward"][0], "ratio_vs_torch": 0.0}]},
+    }
+    for fault, broken in planted.items():
+        assert problems(broken), f"not caught: {fault}"
+
+
+def test_a_case_must_take_the_steps_it_declares():
+    def one_step(context):
+        context.progress.step("once")
+        return {"x": []}
+
+    wrong = types.SimpleNamespace(
+        __name__="wrong", SECTIONS={"x": list}, steps=lambda config: 2, run=one_step
+    )
+    context = Context(QUICK, Progress(2, enabled=False))
+    with pytest.raises(RuntimeError, match="declared 2 progress steps, took 1"):
+        run(context, [wrong])
+
+
+def test_every_case_declares_its_sections_steps_and_report():
+    for case in CASES:
+        assert case.SECTIONS and callable(case.steps), case.__name__
+        assert callable(case.run) and callable(case.report), case.__name__
+        assert case.steps(QUICK) >= 1, case.__name__

@@ -8,6 +8,8 @@ own, independently of ``mha_site/pictures_perf.py``, and compared with what the 
   every row of the section is plotted;
 - each table the page asks for (``<!-- bench-table: NAME -->``) holds the file's numbers, row for
   row, and both languages ask for the same tables and pictures;
+- the targets table holds ``mha.bench.TARGETS`` checked against the file, each named and, where
+  missed, explained in the page's language;
 - the built site shows the figures and the tables on the page of each language.
 
 No timing is measured here: the numbers are the file's.
@@ -16,19 +18,20 @@ No timing is measured here: the numbers are the file's.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import xml.etree.ElementTree as ET
 from html import escape
 
 import pytest
-from sitetools import LANGUAGES, ROOT, page_path
+from support import LANGUAGES, ROOT, page_path
 
+from mha.bench import evaluate, load
 from mha_site import markers
 from mha_site import pictures_perf as perf
+from mha_site.languages import tr
+from mha_site.markdown import CHINESE
 
 SVG = "{http://www.w3.org/2000/svg}"
-CJK = re.compile(r"[\u4e00-\u9fff]")
 PAGE = "performance.md"
 PLOTS = {  # picture -> (section of the file, field, rows kept)
     "bench-time": ("forward", "median_ms", lambda r: not r["causal"]),
@@ -43,7 +46,7 @@ PLOTS = {  # picture -> (section of the file, field, rows kept)
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    return json.loads(perf.results_path().read_text(encoding="utf-8"))
+    return load(perf.results_path())
 
 
 def close(written: str, value: float) -> bool:
@@ -85,9 +88,9 @@ def test_plot_labels_are_in_the_page_language(name, language):
     svg = ET.fromstring(perf.PICTURES[name](language))
     words = " ".join("".join(t.itertext()) for t in svg.iter(f"{SVG}text"))
     if language == "zh":
-        assert CJK.search(words), words
+        assert CHINESE.search(words), words
     else:
-        assert not CJK.search(words), words
+        assert not CHINESE.search(words), words
     for impl in {r for r in svg.iter(f"{SVG}path") if r.get("data-impl")}:
         assert impl.get("class"), "each line carries its colour class (light and dark scheme)"
 
@@ -155,22 +158,22 @@ def test_row_tables_are_the_files(results, language):
         assert [int(c) for c in row[:3]] == [r["heads"], r["kv_heads"], r["cache_bytes"]], row
         assert close(row[3], r["cache_ratio_vs_full"]) and close(row[4], r["median_ms"]), row
     # The page's language: the zh page names each target and says why it was missed in Chinese.
-    suffix = "_zh" if language == "zh" else ""
+    checked = evaluate(results)
     table, _, reasons = perf.table("targets", language).partition("\n\n")
     targets = cells(table)
-    assert len(targets) == len(results["targets"]), targets
-    for row, r in zip(targets, results["targets"], strict=True):
-        name = r["name" + suffix]
-        assert row[0] == name.replace("|", "\\|") and close(row[1], r["value"]), (row, r)
-        assert row[2] == f"`{r['target' + suffix]}`", (row, r)
-        assert row[3].startswith("✔" if r["met"] else "✘"), (row, r)
-        if not r["met"]:  # the value shown misses the bound too (0.8496, not 0.850, for >= 0.85)
-            op, bound = r["target"].split()[:2]
+    assert len(targets) == len(checked), targets
+    for row, t in zip(targets, checked, strict=True):
+        name = tr(language, *t.name)
+        assert row[0] == name.replace("|", "\\|") and close(row[1], t.value), (row, t)
+        assert bool(CHINESE.search(name)) == (language == "zh"), name
+        assert row[2] == f"`{tr(language, *t.asked)}`", (row, t)
+        assert row[3].startswith("✔" if t.met else "✘"), (row, t)
+        if not t.met:  # the value shown misses the bound too (0.8496, not 0.850, for >= 0.85)
             shown = float(row[1])
-            assert not (shown >= float(bound) if op == ">=" else shown <= float(bound)), (row, r)
+            assert not t.target.met(shown), (row, t)
     listed = re.findall(r"^- \*\*(.+?)\*\*[:：] ?(.*)$", reasons, re.M)
-    missed = [r for r in results["targets"] if not r["met"]]
-    assert listed == [(r["name" + suffix], r["why" + suffix]) for r in missed]
+    missed = [t for t in checked if not t.met]
+    assert listed == [(tr(language, *t.name), tr(language, *t.why)) for t in missed]
     masked = cells(perf.table("memory-masked", language))
     seqs = sorted({r["seq_len"] for r in results["memory_masked"]})
     assert [int(row[0]) for row in masked] == seqs, masked
@@ -220,8 +223,8 @@ def test_built_pages_show_the_figures_and_tables(built_site, results):
         assert figures == markers.named("picture", page_text(language)), (language, figures)
         assert "bench-table:" not in html, f"{language}: a table marker was not replaced"
         assert html.count("<table>") == len(perf.TABLES), (language, html.count("<table>"))
-        name = "name_zh" if language == "zh" else "name"
-        for r in results["targets"]:
-            if not r["met"]:
-                assert html.count(escape(r[name])) == 2, (language, r[name])
+        for t in evaluate(results):
+            name = tr(language, *t.name)
+            if not t.met:  # in the table and in the list of reasons
+                assert html.count(escape(name)) == 2, (language, name)
         assert results["machine"]["cpu"] in html, language

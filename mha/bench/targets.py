@@ -1,0 +1,383 @@
+"""The performance targets: data in code, evaluated against a results file's measurements where
+they are shown (the printed report, the site's performance page), never stored in the file.
+
+A :class:`Target` says which measurement it checks (``metric`` of the row that ``row`` selects),
+how (``op`` and ``bound``), and, in English and Chinese, its name and the reason a miss gives.
+Where a run did not measure the length a target is set for, it is checked at the longest length
+measured, and its reason says so. :func:`evaluate` gives a :class:`Checked` per target.
+
+>>> results = {"gqa": [{"heads": 8, "kv_heads": 2, "seq_len": 64, "cache_ratio_vs_full": 0.25}]}
+>>> [c.name[0] for c in evaluate(results, [GQA_CACHE])]
+['GQA cache memory, kv_heads = 2 of 8 heads, / full heads']
+>>> checked = evaluate(results, [GQA_CACHE])[0]
+>>> checked.met, checked.asked
+(True, ('<= 0.25 (saves 3/4)', '<= 0.25（省下 3/4）'))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Text = tuple[str, str]
+"""A text in both languages: (English, 中文). The page shows the one of its language."""
+NOTHING: Text = ("", "")
+
+
+def join(*parts: Text) -> Text:
+    return "".join(p[0] for p in parts), "".join(p[1] for p in parts)
+
+
+def pick(rows: list[dict], impl: str, seq: int, causal: bool = False) -> dict | None:
+    """The row of ``impl`` at ``seq`` of the run's main dtype (a CUDA run adds half precision)."""
+    for r in rows:
+        if (
+            r["impl"] == impl
+            and r["seq_len"] == seq
+            and r.get("causal", False) == causal
+            and "dtype" not in r
+        ):
+            return r
+    return None
+
+
+@dataclass(frozen=True)
+class Row:
+    """The row a target reads: of ``section``, of ``impl`` (if rows name one), causal or not, at
+    the length ``seq_len`` (or the longest measured), or with ``kv_heads = heads / kv_share``."""
+
+    section: str
+    impl: str | None = "full-fast"
+    causal: bool = False
+    seq_len: int | None = None
+    kv_share: int | None = None
+
+    def find(self, results: dict) -> tuple[dict | None, Text]:
+        """The row, and the note to add to the reason when the wanted length was not measured."""
+        rows = [r for r in results.get(self.section, []) if "dtype" not in r]
+        if self.kv_share is not None:
+            rows = [r for r in rows if r["kv_heads"] * self.kv_share == r["heads"]]
+        note = NOTHING
+        if self.seq_len is not None:
+            seqs = sorted({r["seq_len"] for r in rows})
+            if not seqs:
+                return None, note
+            seq = self.seq_len
+            if seq not in seqs:
+                seq = seqs[-1]
+                note = (
+                    f" (seq_len {self.seq_len} not measured in this run; checked at seq_len {seq})",
+                    f"（这次运行没有测 seq_len {self.seq_len}，改在 seq_len {seq} 检查）",
+                )
+            rows = [r for r in rows if r["seq_len"] == seq]
+        if self.impl is not None:
+            rows = [
+                r for r in rows if r["impl"] == self.impl and r.get("causal", False) == self.causal
+            ]
+        return (rows[0] if rows else None), note
+
+
+@dataclass(frozen=True)
+class Target:
+    name: Text
+    """Formatted with the row's fields: ``{seq_len}``, ``{kv_heads}`` ..."""
+    metric: str
+    """The row's field it checks."""
+    op: str
+    """``<=`` or ``>=``."""
+    bound: float
+    row: Row
+    """What it depends on."""
+    reason: Callable[[dict, dict, Target], Text]
+    """Why a miss was missed: ``reason(results, row, target)``, from the measurements."""
+    label: Text = NOTHING
+    """Written after the bound: ``<= 0.25 (saves 3/4)``."""
+
+    def met(self, value: float) -> bool:
+        return value <= self.bound if self.op == "<=" else value >= self.bound
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A target checked against one results file."""
+
+    target: Target
+    name: Text
+    value: float
+    met: bool
+    why: Text | None
+    """The reason of a missed target; ``None`` for a met one."""
+
+    @property
+    def asked(self) -> Text:
+        t = self.target
+        return f"{t.op} {t.bound}{t.label[0]}", f"{t.op} {t.bound}{t.label[1]}"
+
+
+# ---- the reasons: what the measurements say about a miss ----------------------------------------
+
+
+def parts_text(results: dict, seq: int, row: dict | None = None) -> Text:
+    """Where full-fast's time goes at ``seq``, from the breakdown rounds."""
+    p = next((p for p in results.get("parts", []) if p["seq_len"] == seq), None)
+    if p is None:
+        return "no breakdown measured at this length", "这个长度没有测各部分的耗时"
+    if p["other_ms"] >= 0:
+        rest = (
+            f"the rest (head split/merge copies, checks) {p['other_ms']:.1f} ms",
+            f"其余（拆分、合并各头时的复制和输入检查）{p['other_ms']:.1f} ms",
+        )
+    else:
+        rest = (
+            "the rest within the noise (kernel and projections timed alone exceed the call)",
+            "其余部分在噪声之内（单独计时的算子和投影加起来超过了整次调用）",
+        )
+    text = join(
+        (
+            f"at seq_len {seq} full-fast takes {p['full_fast_ms']:.1f} ms: the SDPA kernel "
+            f"alone {p['sdpa_ms']:.1f} ms ({p['sdpa_fraction_of_gemm']:.2f} of the GEMM "
+            f"rate), the four projections alone {p['projections_ms']:.1f} ms "
+            f"({p['projections_fraction_of_gemm']:.2f} of the GEMM rate), ",
+            f"seq_len {seq} 时 full-fast 用时 {p['full_fast_ms']:.1f} ms：其中 SDPA 算子单独 "
+            f"{p['sdpa_ms']:.1f} ms（GEMM 速率的 {p['sdpa_fraction_of_gemm']:.2f}），"
+            f"四个投影单独 {p['projections_ms']:.1f} ms"
+            f"（GEMM 速率的 {p['projections_fraction_of_gemm']:.2f}），",
+        ),
+        rest,
+    )
+    if row is not None and not 0.8 < row["median_ms"] / p["full_fast_ms"] < 1.25:
+        text = join(
+            text,
+            (
+                f"; the forward rounds measured {row['median_ms']:.1f} ms for the same call, so "
+                f"the shared machine's load changed during the run (noise, not the code)",
+                f"；而前向计时的轮次里同一次调用测得 {row['median_ms']:.1f} ms，"
+                f"说明运行期间这台共享机器的负载变了（是噪声，不是代码的问题）",
+            ),
+        )
+    return text
+
+
+def _over_torch(results: dict, row: dict, target: Target) -> Text:
+    over = row["ratio_vs_torch"] / target.bound - 1
+    return join(
+        (
+            f"{over:.1%} over the target against nn.MultiheadAttention measured in the "
+            "same rounds; ",
+            f"比目标多 {over:.1%}（与同一轮次里测得的 nn.MultiheadAttention 相比）；",
+        ),
+        parts_text(results, row["seq_len"], row),
+    )
+
+
+def _gemm(results: dict, row: dict, target: Target) -> Text:
+    return parts_text(results, row["seq_len"], row)
+
+
+def _memory(results: dict, fast: dict, target: Target) -> Text:
+    c = results["config"]
+    ref = pick(results["memory"], "torch", fast["seq_len"])
+    one = c["batch"] * fast["seq_len"] * c["hidden"] * 4 / 2**20  # one [b, L, d] float32 tensor
+    scores = c["batch"] * c["heads"] * fast["seq_len"] ** 2 * 4 / 2**20  # one [b, h, L, L] tensor
+    seq, grew, ref_mb = fast["seq_len"], fast["peak_growth_mb"], ref["peak_growth_mb"]
+    return (
+        f"at seq_len {seq} full-fast grew {grew:.0f} MB, "
+        f"{grew / one:.1f} times one [batch, seq_len, hidden] tensor "
+        f"({one:.0f} MB: the input, q, k, v, the attention output and its merged copy are each "
+        f"that size), while nn.MultiheadAttention grew {ref_mb:.0f} MB "
+        f"({ref_mb / scores:.1f} times one [batch, heads, L, L] score tensor of "
+        f"{scores:.0f} MB); the target needs those activation-sized tensors to stay under a "
+        f"tenth of what nn.MultiheadAttention keeps",
+        f"seq_len {seq} 时 full-fast 的内存增长了 {grew:.0f} MB，是一个 [batch, seq_len, hidden] "
+        f"张量（{one:.0f} MB：输入、q、k、v、注意力输出和合并各头后的副本都是这么大）的 "
+        f"{grew / one:.1f} 倍；nn.MultiheadAttention 增长了 {ref_mb:.0f} MB，是一个 "
+        f"{scores:.0f} MB 的 [batch, heads, L, L] 分数张量的 {ref_mb / scores:.1f} 倍。目标要求这些"
+        f"与激活值同样大小的张量加起来，不到 nn.MultiheadAttention 所占内存的十分之一",
+    )
+
+
+def _masked(results: dict, masked: dict, target: Target) -> Text:
+    c = results["config"]
+    seq = masked["seq_len"]
+    mask_mb = c["batch"] * seq**2 / 2**20  # one [batch, 1, L, L] boolean mask
+    grew, plain = masked["peak_growth_mb"], masked["unmasked_mb"]
+    return (
+        f"at seq_len {seq} full-fast grew {grew:.0f} MB with a [batch, 1, 1, L] padding mask "
+        f"and {plain:.0f} MB without; the mask expanded to [batch, 1, L, L] would be "
+        f"{mask_mb:.0f} MB as booleans and four times that as the kernel's float copy",
+        f"seq_len {seq} 时，带 [batch, 1, 1, L] 填充掩码的 full-fast 内存增长 {grew:.0f} MB，"
+        f"不带掩码时 {plain:.0f} MB；掩码若扩展成 [batch, 1, L, L]，布尔型就有 {mask_mb:.0f} MB，"
+        f"算子转成的浮点副本又是它的四倍",
+    )
+
+
+def _causal(results: dict, row: dict, target: Target) -> Text:
+    fwd, seq = results["forward"], row["seq_len"]
+    fc, fp = pick(fwd, "full-fast", seq, True), pick(fwd, "full-fast", seq)
+    tc, tp = pick(fwd, "torch", seq, True), pick(fwd, "torch", seq)
+    share = fc["median_ms"] / fp["median_ms"]
+    torch_share = tc["median_ms"] / tp["median_ms"]
+    skip = (
+        ("the kernel skips the blocks above the diagonal", "算子跳过了对角线以上的块")
+        if share < 1
+        else ("no saving here", "这里没有省下时间")
+    )
+    short = seq < 512
+    return (
+        f"at seq_len {seq} full-fast causal takes {fc['median_ms']:.1f} ms "
+        f"({share:.2f} of its non-causal time: {skip[0]}), nn.MultiheadAttention with the causal "
+        f"mask {tc['median_ms']:.1f} ms ({torch_share:.2f} of its non-causal time)"
+        + (
+            "; at this short length fixed per-call costs are a large share of both" if short else ""
+        ),
+        f"seq_len {seq} 时，带因果掩码的 full-fast 用时 {fc['median_ms']:.1f} ms（是不带掩码时的 "
+        f"{share:.2f}：{skip[1]}），带因果掩码的 nn.MultiheadAttention 用时 "
+        f"{tc['median_ms']:.1f} ms"
+        f"（是它不带掩码时的 {torch_share:.2f}）"
+        + ("；这么短的长度下，每次调用的固定开销在两者中都占了很大比重" if short else ""),
+    )
+
+
+def _decode(results: dict, d: dict, target: Target) -> Text:
+    return (
+        f"one cached step takes {d['cache_ms']:.2f} ms against {d['recompute_ms']:.2f} "
+        f"ms for the whole causal forward; the step's work is per-call overhead (checks, "
+        f"four projections of one position, the module calls) plus reading the whole "
+        f"cache, and at short lengths the whole forward is cheap too",
+        f"带缓存的一步用时 {d['cache_ms']:.2f} ms，整个因果前向计算用时 "
+        f"{d['recompute_ms']:.2f} ms；一步的工作是每次调用的固定开销（检查、一个位置的"
+        f"四个投影、模块调用）加上读一遍整个缓存，而长度短时整个前向计算本身也不贵",
+    )
+
+
+def _gqa(results: dict, row: dict, target: Target) -> Text:
+    return (
+        "the cache holds more than kv_heads heads of keys and values",
+        "缓存里存的键和值多于 kv_heads 个头",
+    )
+
+
+# ---- the targets ------------------------------------------------------------------------------
+
+
+def _forward_time(seq: int, bound: float) -> Target:
+    return Target(
+        name=(
+            "full-fast forward time / nn.MultiheadAttention at seq_len {seq_len}",
+            "seq_len {seq_len} 时 full-fast 前向用时 / nn.MultiheadAttention",
+        ),
+        metric="ratio_vs_torch",
+        op="<=",
+        bound=bound,
+        row=Row("forward", seq_len=seq),
+        reason=_over_torch,
+    )
+
+
+def _gemm_fraction(seq: int) -> Target:
+    return Target(
+        name=(
+            "full-fast forward fraction of the same-run GEMM rate at seq_len {seq_len}",
+            "seq_len {seq_len} 时 full-fast 前向达到同一次运行里 GEMM 速率的比例",
+        ),
+        metric="fraction_of_gemm",
+        op=">=",
+        bound=0.85,
+        row=Row("forward", seq_len=seq),
+        reason=_gemm,
+    )
+
+
+GQA_CACHE = Target(
+    name=(
+        "GQA cache memory, kv_heads = {kv_heads} of {heads} heads, / full heads",
+        "分组查询注意力的缓存内存（{heads} 个头中 kv_heads = {kv_heads}）/ "
+        "键/值头数与查询头数相同时",
+    ),
+    metric="cache_ratio_vs_full",
+    op="<=",
+    bound=0.25,
+    row=Row("gqa", impl=None, kv_share=4),
+    reason=_gqa,
+    label=(" (saves 3/4)", "（省下 3/4）"),
+)
+
+TARGETS = (
+    _forward_time(1024, 0.72),
+    _forward_time(2048, 0.66),
+    _gemm_fraction(1024),
+    _gemm_fraction(2048),
+    _gemm_fraction(4096),
+    Target(
+        name=(
+            "full-fast peak memory growth / nn.MultiheadAttention at seq_len {seq_len}",
+            "seq_len {seq_len} 时 full-fast 峰值内存增长 / nn.MultiheadAttention",
+        ),
+        metric="ratio_vs_torch",
+        op="<=",
+        bound=0.1,
+        row=Row("memory", seq_len=4096),
+        reason=_memory,
+    ),
+    Target(
+        name=(
+            "full-fast peak memory growth with a [batch, 1, 1, L] padding mask / without, "
+            "at seq_len {seq_len}",
+            "seq_len {seq_len} 时 full-fast 带 [batch, 1, 1, L] 填充掩码与不带掩码的"
+            "峰值内存增长之比",
+        ),
+        metric="ratio_vs_unmasked",
+        op="<=",
+        bound=1.1,
+        row=Row("memory_masked", seq_len=4096),
+        reason=_masked,
+    ),
+    Target(
+        name=(
+            "full-fast causal forward time / nn.MultiheadAttention causal at seq_len {seq_len}",
+            "seq_len {seq_len} 时 full-fast 因果前向用时 / nn.MultiheadAttention 因果前向用时",
+        ),
+        metric="ratio_vs_torch",
+        op="<=",
+        bound=0.3,
+        row=Row("forward", causal=True, seq_len=2048),
+        reason=_causal,
+    ),
+    Target(
+        name=(
+            "KV-cache decoding speed-up per position at seq_len {seq_len}",
+            "seq_len {seq_len} 时 KV 缓存解码每个位置的加速比",
+        ),
+        metric="speedup",
+        op=">=",
+        bound=30,
+        row=Row("decode", impl=None, seq_len=1024),
+        reason=_decode,
+    ),
+    GQA_CACHE,
+)
+"""Every target, in the order the report and the page list them."""
+
+
+def evaluate(results: dict, targets=TARGETS) -> list[Checked]:
+    """Each target checked against ``results``; a target whose row the run did not measure is
+    left out, and one a short run would check twice at the same length is listed once."""
+    checked: list[Checked] = []
+    for target in targets:
+        row, note = target.row.find(results)
+        if row is None:
+            continue
+        value = row[target.metric]
+        met = target.met(value)
+        name = target.name[0].format(**row), target.name[1].format(**row)
+        one = Checked(
+            target,
+            name,
+            value,
+            met,
+            None if met else join(target.reason(results, row, target), note),
+        )
+        if any((c.name, c.asked) == (one.name, one.asked) for c in checked):
+            continue
+        checked.append(one)
+    return checked
