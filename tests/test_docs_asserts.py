@@ -1,70 +1,13 @@
-"""Every snippet a reader sees checks something: no test that asserts nothing.
-
-A visible ```python fence of the site must contain an ``assert`` or a doctest line (``>>>``, whose
-printed output Sybil compares). Hidden ``invisible-code-block`` setup and include-only fences
-(``--8<--``, checked by the root conftest) are exempt. No ``assert``, hidden or visible, may be
-about literals only (``assert 10 // 3 == 3`` proves Python, not the page), and none may check a
-shape, size or stride with ``!=`` (any wrong number passes it: assert the true value).
+"""Every snippet a reader sees checks something: no test that asserts nothing (the rules:
+``mha_site/checkers/asserts.py``).
 """
 
 from __future__ import annotations
 
-import ast
-import re
-import textwrap
-from pathlib import Path
+from support import each_doc_page
 
-from sitetools import each_doc_page
-
-ROOT = Path(__file__).resolve().parents[1]
-FENCE = re.compile(r"^([ \t]*)```python[ \t]*\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
-CHECKS = re.compile(r"^\s*assert\b|^\s*>>> ", re.MULTILINE)
-INCLUDE_ONLY = re.compile(r'(?:[ \t]*--8<--[ \t]+"[^"\n]+"[ \t]*\n)+')
-HIDDEN = re.compile(r"<!-- invisible-code-block: python\n(.*?)^-->", re.MULTILINE | re.DOTALL)
-PROMPT = re.compile(r"^\s*(?:>>>|\.\.\.) ?(.*)$")
-SHAPE_WORDS = ("shape", "size", "stride", "Size")
-
-
-def snippets_without_a_check(text: str) -> list[int]:
-    """Line numbers of visible python fences that assert nothing."""
-    lines = []
-    for match in FENCE.finditer(text):
-        body = match.group(2)
-        if INCLUDE_ONLY.fullmatch(body) or CHECKS.search(body):
-            continue
-        lines.append(text.count("\n", 0, match.start()) + 1)
-    return lines
-
-
-def python_of(body: str) -> str:
-    """A fence's Python: the doctest statements when it is written doctest-style, else its body."""
-    if not re.search(r"^\s*>>> ", body, re.MULTILINE):
-        return body
-    return "\n".join(m[1] for line in body.splitlines() if (m := PROMPT.match(line)))
-
-
-def weak_asserts(text: str) -> list[str]:
-    """The asserts of a page's python (fences and hidden set-up) that prove nothing about it."""
-    bodies = [m.group(2) for m in FENCE.finditer(text)] + HIDDEN.findall(text)
-    weak = []
-    for body in bodies:
-        if INCLUDE_ONLY.fullmatch(body):
-            continue
-        for node in ast.walk(ast.parse(python_of(textwrap.dedent(body)))):
-            if not isinstance(node, ast.Assert):
-                continue
-            test = node.test
-            source = ast.unparse(test)
-            if not any(isinstance(n, ast.Name | ast.Attribute | ast.Call) for n in ast.walk(test)):
-                weak.append(f"literals only: assert {source}")
-            elif any(
-                isinstance(n, ast.Compare)
-                and any(isinstance(op, ast.NotEq) for op in n.ops)
-                and any(w in ast.unparse(n) for w in SHAPE_WORDS)
-                for n in ast.walk(test)
-            ):
-                weak.append(f"shape checked with !=: assert {source}")
-    return weak
+from mha_site.checkers.asserts import page_problems, snippets_without_a_check, weak_asserts
+from mha_site.languages import ROOT
 
 
 @each_doc_page
@@ -105,3 +48,11 @@ def test_checker_accepts_doctests_includes_and_indented_fences():
         "??? success \"Solution\"\n    ```python\n    assert True, 'x'\n    ```\n"
     )
     assert snippets_without_a_check(text) == []
+
+
+def test_page_problems_name_the_file_and_line(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# P\n\n```python\nx = 1\n```\n\n```python\nassert 2 > 1\n```\n")
+    found = page_problems(page)
+    assert [p.split(": ", 1)[0] for p in found] == [f"{page}:3", f"{page}:7"], found
+    assert "asserts nothing" in found[0] and "literals only: assert 2 > 1" in found[1], found

@@ -1,39 +1,13 @@
-"""Code on the site fits its column: no line of a docs code block is wider than 80 characters.
-
-With both sidebars open, Material's content column shows about 80 characters of code at 1280 px;
-a longer line hides its end (often the very shape comment the reader came for) behind a scroll bar.
-Includes of ``mha/*.py`` are exempt: the pages that include the package's code are widened instead.
+"""Code on the site fits its column: no line of a docs code block is wider than 80 characters (the
+rule: ``mha_site/checkers/code_width.py``).
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
-from pathlib import Path
+from support import each_doc_page
 
-from sitetools import each_doc_page
-
-ROOT = Path(__file__).resolve().parents[1]
-LIMIT = 80
-FENCE = re.compile(r"^([ \t]*)(```|~~~)[^\n]*\n(.*?)^\1\2[ \t]*$", re.MULTILINE | re.DOTALL)
-
-
-def display_width(line: str) -> int:
-    """Columns a line takes in a monospace font: CJK characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
-
-
-def too_wide(text: str, limit: int = LIMIT) -> list[tuple[int, int]]:
-    """(line, columns) of each code-block line wider than ``limit`` columns, indentation removed."""
-    found = []
-    for match in FENCE.finditer(text):
-        indent = len(match.group(1))
-        first = text.count("\n", 0, match.start(3)) + 1
-        for offset, line in enumerate(match.group(3).splitlines()):
-            width = display_width(line[indent:])
-            if width > limit and "--8<--" not in line:
-                found.append((first + offset, width))
-    return found
+from mha_site.checkers.code_width import LIMIT, too_wide
+from mha_site.languages import ROOT
 
 
 @each_doc_page
@@ -57,3 +31,8 @@ def test_checker_measures_lines_inside_fences_only():
 def test_chinese_characters_count_twice():
     assert too_wide("```python\n# " + "注" * 39 + "\n```\n") == []
     assert too_wide("```python\n# " + "注" * 40 + "\n```\n") == [(2, 82)]
+
+
+def test_an_include_line_is_exempt():
+    include = '--8<-- "mha/' + "x" * 80 + '.py:all"'
+    assert too_wide(f"```python\n{include}\n# {'y' * 80}\n```\n") == [(3, 82)]
