@@ -17,6 +17,7 @@ from mkdocs.plugins import BasePlugin, CombinedEvent
 from mha_site import (
     cjk_breaks,
     docstring_language,
+    explorer,
     i18n_language,
     include_language,
     markers,
@@ -38,6 +39,7 @@ STEPS = (
     include_language,  # included code keeps the comments of the page's language
     docstring_language,  # the API page's docstrings in the page's language
     runnable,  # every snippet's "copy as a runnable script"
+    explorer,  # the shape explorer's steps, from a real mha.trace.record run (JSON in the page)
 )
 
 

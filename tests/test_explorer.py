@@ -1,7 +1,9 @@
 """The walkthrough's shape explorer agrees with a real forward pass for any sizes, both languages.
 
-``docs/assets/explorer.js`` computes every shape of ``mha.annotated.MHA.forward`` from formulas.
-Here a real browser types sizes into the built page (a seeded random list of cases, with batch 1,
+``docs/assets/explorer.js`` shows every step of ``mha.annotated.MHA.forward`` from the steps the
+build recorded (``mha_site.explorer``: shapes as dimension names, kinds as recorded, also where a
+size is 1). Those steps are checked here against ``mha.trace.record`` at many sizes, and a real
+browser types sizes into the built page (a seeded random list of cases, with batch 1,
 sequence 1, one head, one channel per head and sizes that do not divide) and reads every row of
 the table: its expression, shape and kind must be those ``mha.trace.record`` records for the same
 sizes, in the same order. Where ``hidden_size`` is not divisible by ``heads_num``, the page shows no
@@ -12,6 +14,7 @@ the explorer's block the same in both languages (ids, inputs, placeholders of it
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
@@ -22,6 +25,7 @@ from test_browser import Tab, screenshot
 
 from mha.annotated import MHA
 from mha.trace import record
+from mha_site import explorer
 
 NAMES = ("batch_size", "seq_len", "hidden_size", "heads_num")
 INPUT_IDS = dict(
@@ -79,6 +83,22 @@ def expected_rows(b: int, s: int, d: int, h: int) -> list[tuple[str, str, str]]:
     ]
 
 
+def built_rows(b: int, s: int, d: int, h: int) -> list[tuple[str, str, str]]:
+    """(expression, shape, kind) of each step as the build wrote them for explorer.js, read at
+    these sizes the way it reads them: names to sizes, and a kind of ``ones`` where sizes are 1."""
+    data = explorer.steps()
+    sizes = {"batch_size": b, "seq_len": s, "hidden_size": d, "heads_num": h, "head_size": d // h}
+    ones = ",".join(name for name in data["sizes"] if sizes[name] == 1)
+    return [
+        (
+            f"{step['target']} = {step['expression']}" if step["target"] else step["expression"],
+            "[" + ", ".join(str(sizes[name]) for name in step["shape"]) + "]",
+            step.get("ones", {}).get(ones, step["kind"]),
+        )
+        for step in data["steps"]
+    ]
+
+
 def python_error(d: int, h: int) -> str:
     with pytest.raises(ValueError) as error:
         MHA(d, h)
@@ -113,6 +133,20 @@ def test_explorer_block_is_the_same_in_both_languages_but_its_words():
         assert data["view"] == KIND_WORDS[lang]["view"], data
         skeletons[lang] = (ids, inputs, re.findall(r"<(/?\w+)", html), placeholders)
     assert skeletons["en"] == skeletons["zh"], skeletons
+
+
+# --- The steps the build writes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [c for c in CASES if c[2] % c[3] == 0], ids=str)
+def test_the_built_steps_are_the_recorded_ones_at_any_sizes(sizes):
+    assert built_rows(*sizes) == expected_rows(*sizes)
+
+
+def test_every_size_that_can_be_1_changes_only_what_the_recorder_says():
+    # Each of the four sizes at 1, alone and together: the kinds follow the recorder there too.
+    for b, s, h, dh in itertools.product((1, 4), (1, 2), (1, 3), (1, 6)):
+        assert built_rows(b, s, h * dh, h) == expected_rows(b, s, h * dh, h), (b, s, h, dh)
 
 
 # --- In a browser --------------------------------------------------------------------------------

@@ -2,38 +2,13 @@
 // labels and messages in the page's language, as data- attributes). The reader sets batch_size,
 // seq_len, hidden_size and heads_num; every step of mha.annotated.MHA.forward is listed with its
 // shape, in the order mha.trace.record gives them, and whether it is a view, a copy or a new
-// tensor. The shapes come from formulas here; tests/test_explorer.py sets random sizes in a real
-// browser and checks every row against mha.trace.record for the same sizes.
+// tensor. The steps are not written here: the build records a real forward pass
+// (mha_site/explorer.py) and puts them in the page as JSON, each shape as dimension names and each
+// kind as recorded, with the kinds that change where some sizes are 1 (`ones`).
+// tests/test_explorer.py sets random sizes in a real browser and checks every row against
+// mha.trace.record for the same sizes.
 (() => {
-  // [target, expression, shape(b, s, d, h, dh), kind(b, s, d, h)]; kind as mha.trace.Step.kind.
-  const NEW = () => "new";
-  const VIEW = () => "view";
-  const STEPS = [
-    ["q", "self.W_q(x)", (b, s, d) => [b, s, d], NEW],
-    ["k", "self.W_k(x)", (b, s, d) => [b, s, d], NEW],
-    ["v", "self.W_v(x)", (b, s, d) => [b, s, d], NEW],
-    ...["q", "k", "v"].map((t) => [
-      t, `${t}.view(${t}.size(0), ${t}.size(1), self.heads_num, self.head_size)`,
-      (b, s, d, h, dh) => [b, s, h, dh], VIEW,
-    ]),
-    ...["q", "k", "v"].map((t) => [
-      t, `${t}.transpose(1, 2)`, (b, s, d, h, dh) => [b, h, s, dh], VIEW,
-    ]),
-    ["", "k.transpose(-2, -1)", (b, s, d, h, dh) => [b, h, dh, s], VIEW],
-    ["", "torch.matmul(q, k.transpose(-2, -1))", (b, s, d, h) => [b, h, s, s], NEW],
-    ["qk", "torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_size)",
-      (b, s, d, h) => [b, h, s, s], NEW],
-    ["attn", "torch.softmax(qk, dim=-1)", (b, s, d, h) => [b, h, s, s], NEW],
-    ["out", "torch.matmul(attn, v)", (b, s, d, h, dh) => [b, h, s, dh], NEW],
-    ["", "out.transpose(1, 2)", (b, s, d, h, dh) => [b, s, h, dh], VIEW],
-    // The transposed tensor is already contiguous when seq_len or heads_num is 1 (a dimension of
-    // size 1 has no order to keep): then .contiguous() returns it unchanged, no copy.
-    ["", "out.transpose(1, 2).contiguous()", (b, s, d, h, dh) => [b, s, h, dh],
-      (b, s, d, h) => (s > 1 && h > 1 ? "copy" : "view")],
-    ["out", "out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.hidden_size)",
-      (b, s, d) => [b, s, d], VIEW],
-    ["out", "self.W_o(out)", (b, s, d) => [b, s, d], NEW],
-  ];
+  const DATA_ID = "__mha-explorer-steps";
   const NAMES = ["batch_size", "seq_len", "hidden_size", "heads_num"];
   const ENGLISH = {
     positive: "{name} must be a positive int, got {value}",
@@ -47,12 +22,15 @@
 
   const fill = (template, values) =>
     template.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
-  // Shapes as the site writes them: [2, 4, 3, 5].
-  const written = (shape) => `[${shape.join(", ")}]`;
+  // Shapes as the site writes them: [2, 4, 3, 5], from dimension names and the sizes they have.
+  const written = (names, sizes) => `[${names.map((name) => sizes[name]).join(", ")}]`;
 
   const mount = (box) => {
     if (box.dataset.mhaMounted) return;
     box.dataset.mhaMounted = "1";
+    const source = document.getElementById(DATA_ID);
+    if (!source) throw new Error(`the page has a shape explorer but no #${DATA_ID}`);
+    const data = JSON.parse(source.textContent);
     const text = (key) => box.dataset[key] || ENGLISH[key];
     const inputs = NAMES.map((name) => box.querySelector(`input[name="${name}"]`));
     const status = box.querySelector(".mha-explorer__status");
@@ -70,13 +48,12 @@
       return { value: n };
     };
 
-    const row = ([target, expression, shape, kind], sizes) => {
+    const row = ({ target, expression, shape }, k, sizes) => {
       const tr = document.createElement("tr");
-      const k = kind(...sizes);
       tr.dataset.kind = k;
       const cells = [
         (target ? `${target} = ` : "") + expression,
-        written(shape(...sizes)),
+        written(shape, sizes),
         text(k),
       ];
       cells.forEach((content, i) => {
@@ -113,12 +90,15 @@
         table.hidden = true;
         return;
       }
-      const sizes = [b, s, d, h, d / h];
-      body.replaceChildren(...STEPS.map((step) => row(step, sizes)));
+      const sizes = { batch_size: b, seq_len: s, hidden_size: d, heads_num: h, head_size: d / h };
+      // A kind recorded where some sizes are 1 replaces the one recorded with none of them 1.
+      const ones = data.sizes.filter((name) => sizes[name] === 1).join(",");
+      const kind = (step) => (step.ones && step.ones[ones]) || step.kind;
+      body.replaceChildren(...data.steps.map((step) => row(step, kind(step), sizes)));
       table.hidden = false;
       box.dataset.state = "ok";
       status.textContent = fill(text("summary"), {
-        steps: STEPS.length, output: written(STEPS[STEPS.length - 1][2](...sizes)),
+        steps: data.steps.length, output: written(data.steps[data.steps.length - 1].shape, sizes),
       });
     };
 
