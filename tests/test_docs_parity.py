@@ -116,3 +116,12 @@ def test_checker_catches_a_changed_mkdocstrings_directive(docs_copy):
     edit(docs_copy / "zh" / "drift.md", "mha.pure.MHA", "mha.annotated.MHA")
     found = parity.problems(docs_copy)
     assert len(found) == 1 and "drift.md: directives differ" in found[0], found
+
+
+@pytest.mark.parametrize("marker", ["picture: split-heads", "bench-table: memory"])
+def test_checker_catches_a_changed_marker(docs_copy, marker):
+    for lang in LANGUAGES:
+        edit(docs_copy / lang / "drift.md", "!!! note", f"<!-- {marker} -->\n\n!!! note")
+    edit(docs_copy / "zh" / "drift.md", marker, marker + "-zh")
+    found = parity.problems(docs_copy)
+    assert len(found) == 1 and "drift.md: figures differ" in found[0], found

@@ -11,8 +11,8 @@ translation drifts unnoticed; so, page by page, every language must have what th
   String literals, assert messages included, stay identical on purpose: both pages run the same
   test, and a reader who copies either gets the same code and, on failure, the same message, which
   names the tensors involved rather than telling a story (the explanation is the comment's job);
-- the same figures (image sources), includes (``--8<--`` lines), mkdocstrings directives
-  (``::: mha.x``) and skip directives;
+- the same figures (image sources, and the markers of pictures and benchmark tables), includes
+  (``--8<--`` lines), mkdocstrings directives (``::: mha.x``) and skip directives;
 - the same admonitions (kind and type, nesting) and content tabs, in the same order.
 """
 
@@ -33,17 +33,15 @@ from mha_site.markdown import (
     code_blocks,
     include_targets,
 )
+from mha_site.markers import MARKER, SYBIL
 
 DOCS = ROOT / "docs"
 
 HEADING = re.compile(r"^[ \t]*(?P<level>#{1,6})[ \t]+(?P<text>.*?)[ \t]*#*[ \t]*$")
 ANCHOR = re.compile(r"\{[^}]*#(?P<anchor>[\w.:-]+)[^}]*\}\s*$")
-# Figures: Markdown images, <img>, and pictures drawn by mha_site/pictures.py
-# (<!-- picture: NAME -->).
-IMAGE = re.compile(
-    r"!\[[^\]]*\]\((?P<src>[^)\s]+)|<img\b[^>]*\bsrc=[\"'](?P<img>[^\"']+)"
-    r"|<!--\s*picture:\s*(?P<picture>[\w.-]+)\s*-->"
-)
+# Figures: Markdown images and <img>; and markers (mha_site/markers.py), what the build draws from
+# a real run (<!-- picture: NAME -->, <!-- bench-table: NAME -->).
+IMAGE = re.compile(r"!\[[^\]]*\]\((?P<src>[^)\s]+)|<img\b[^>]*\bsrc=[\"'](?P<img>[^\"']+)")
 ADMONITION = re.compile(r"^(?P<indent>[ \t]*)(?P<kind>!!!|\?\?\?\+?)[ \t]+(?P<type>[\w-]+)")
 TAB = re.compile(r"^(?P<indent>[ \t]*)===\+?[ \t]+[\"']")
 COMMENTED_LANGUAGES = {"python", "py", "pycon", "bash", "sh", "shell", "console"}
@@ -106,7 +104,10 @@ def skeleton(text: str) -> Skeleton:
                 s.headings.append((len(heading["level"]), anchor["anchor"]))
             else:
                 s.unanchored.append(line.strip())
-        s.figures += [m["src"] or m["img"] or m["picture"] for m in IMAGE.finditer(line)]
+        s.figures += [m["src"] or m["img"] for m in IMAGE.finditer(line)]
+        s.figures += [
+            f"{m['kind']}: {m['name']}" for m in MARKER.finditer(line) if m["kind"] not in SYBIL
+        ]
         s.includes += include_targets(line)
         s.directives += [m["identifier"] for m in AUTODOC.finditer(line)]
         if m := ADMONITION.match(line):
