@@ -3,11 +3,12 @@
 Everything drawn comes from one real run: ``mha.trace.record`` of ``mha.annotated.MHA(20, 4)`` on an
 input of shape ``[2, 3, 20]`` (the walkthrough's sizes, ``PAGE_RUN``: were it another, each picture
 would say so, ``Run.note``). Shapes and strides are the recorded ones.
-The colours follow the data: a tensor of head numbers (``c // head_size`` for channel ``c``) goes
-through the same ``view``, ``transpose`` and ``contiguous`` as the queries, so each cell is painted
-with the head its element belongs to. A tensor of shape ``[B, N, R, C]`` is drawn as ``N`` blocks
-of ``R`` rows by ``C`` columns, one square per element; the ``B`` sequences of the batch are layers
-stacked behind each other. The axes a step moves are written in the accent colour.
+The colours follow the dimensions: each step's shape is named by the recorded run (``dims_of``),
+and an element's head is its index along ``heads_num``, or ``c // head_size`` for channel ``c``
+along ``hidden_size`` (``heads_of``), so each cell is painted with the head its element belongs
+to. A tensor of shape ``[B, N, R, C]`` is drawn as ``N`` blocks of ``R`` rows by ``C`` columns,
+one square per element; the ``B`` sequences of the batch are layers stacked behind each other.
+The axes a step moves are written in the accent colour.
 """
 
 from __future__ import annotations
@@ -26,13 +27,16 @@ GAP = 10  # between blocks
 LAYER = 6  # offset of each layer of the batch behind the first
 LEFT = 30  # room for the row axis arrow
 
+# Names of the dimensions, as the annotated code writes them in its shape comments.
+B, S, D, H, DH = "batch_size", "seq_len", "hidden_size", "heads_num", "head_size"
+
 
 @functools.cache
 def run():
     """The input, the recorded forward pass, its steps by expression, the head number of every
-    element of each step, and the run (``Run``)."""
+    element of each step (``heads_of``), and the run (``Run``)."""
     from mha.annotated import MHA
-    from mha.trace import record
+    from mha.trace import dims_of, named_sizes, record
 
     torch.manual_seed(0)
     model = MHA(RUN.hidden_size, RUN.heads_num)
@@ -42,39 +46,32 @@ def run():
     for s in steps:
         short = s.expression.replace("self.", "")
         by_expression.setdefault(short, s)
-    b, n, d = x.shape
-    h, dh = model.heads_num, model.head_size
-    # The head of each element, carried through the same layout operations as the data.
-    flat = (torch.arange(d) // dh).expand(b, n, d)
-    split = flat.view(b, n, h, dh)
-    heads_first = split.transpose(1, 2)
-    per_head = torch.arange(h).view(1, h, 1, 1)
-    out = heads_first.contiguous()  # attn @ v: head i's output is head i's block
-    out_t = out.transpose(1, 2)
-    labels = {
-        "x": torch.full(tuple(x.shape), -1),
-        "W_q(x)": flat,
-        "q.view(q.size(0), q.size(1), heads_num, head_size)": split,
-        "q.transpose(1, 2)": heads_first,
-        "k.transpose(1, 2)": heads_first,
-        "v.transpose(1, 2)": heads_first,
-        "k.transpose(-2, -1)": heads_first.transpose(-2, -1),
-        "torch.matmul(q, k.transpose(-2, -1))": per_head.expand(b, h, n, n),
-        "torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(head_size)": per_head.expand(b, h, n, n),
-        "torch.softmax(qk, dim=-1)": per_head.expand(b, h, n, n),
-        "torch.matmul(attn, v)": out,
-        "out.transpose(1, 2)": out_t,
-        "out.transpose(1, 2).contiguous()": out_t.contiguous(),
-        "out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), hidden_size)": (
-            out_t.contiguous().view(b, n, d)
-        ),
-        "W_o(out)": torch.full((b, n, d), -1),  # every channel mixes all heads
-    }
-    for expression, tensor in labels.items():
-        shape = tuple(x.shape) if expression == "x" else by_expression[expression].shape
-        if tuple(tensor.shape) != shape:
-            raise ValueError(f"{expression}: heads drawn as {tuple(tensor.shape)}, run {shape}")
+    sizes = named_sizes(model, x)
+    labels = {"x": torch.full(tuple(x.shape), -1)}  # the input belongs to no head
+    for short, s in by_expression.items():
+        dims = dims_of(s.shape, sizes)
+        if dims is None:
+            raise ValueError(f"{short}: shape {s.shape} is not named by {sizes}")
+        labels[short] = heads_of(dims, sizes, mixed=s is steps[-1])
     return x, steps, by_expression, labels, Run.of(model, x)
+
+
+def heads_of(dims: tuple[str, ...], sizes: dict[str, int], mixed: bool = False) -> torch.Tensor:
+    """The head each element of a tensor with dimensions ``dims`` belongs to, read from where the
+    heads are: along ``heads_num``, the head's index; along ``hidden_size``, channel // head_size
+    (the heads side by side, as the projections lay them out); -1 (no head, drawn grey) where no
+    dimension holds them, or everywhere when ``mixed``: the output projection mixes all heads
+    into every channel."""
+    shape = tuple(sizes[d] for d in dims)
+    if mixed or not {H, D} & set(dims):
+        return torch.full(shape, -1)
+    axis = dims.index(H) if H in dims else dims.index(D)
+    heads = torch.arange(sizes[dims[axis]])
+    if dims[axis] == D:
+        heads = heads // sizes[DH]
+    along = [1] * len(dims)
+    along[axis] = -1
+    return heads.view(along).expand(shape)
 
 
 def step(expression: str):
@@ -102,10 +99,6 @@ def numbers() -> dict[str, str]:
         "dh": str(split[3]),
         "dh1": str(split[3] - 1),
     }
-
-
-# Names of the dimensions, as the annotated code writes them in its shape comments.
-B, S, D, H, DH = "batch_size", "seq_len", "hidden_size", "heads_num", "head_size"
 
 
 def draw_tensor(svg, x, y, name, expression, dims, moving=(), language="en", stride=False):
