@@ -1,6 +1,8 @@
-"""The Markdown of the pages, in one place: fenced code blocks, snippet includes, Chinese text and
-pymdownx.snippets' options. The build steps, the root ``conftest.py``, the checkers and the tests
-read pages with these, so they all agree on what a fence or an include is.
+"""The Markdown of the pages, in one place: fenced code blocks and Sybil's hidden blocks
+(``<!-- invisible-code-block: python -->``), snippet includes, Sybil's skip directives,
+mkdocstrings' ``:::`` lines, Chinese text and pymdownx.snippets' options. The build steps, the root
+``conftest.py``, the checkers and the tests read pages with these, so they all agree on what a
+fence or an include is.
 
 >>> [(f.line, f.language, f.body) for f in fences("text\\n```python\\nx = 1\\n```\\n")]
 [(2, 'python', 'x = 1\\n')]
@@ -113,8 +115,9 @@ class Fence:
 
     @property
     def language(self) -> str:
-        """The first word of the info string: ``python``, ``text``, ``""``."""
-        return self.info.split(maxsplit=1)[0].lstrip("{.") if self.info.strip() else ""
+        """The first word of the info string: ``python``, ``text``, ``""`` (``python`` for
+        ``{.python}`` too)."""
+        return self.info.split(maxsplit=1)[0].strip("{}.") if self.info.strip() else ""
 
 
 def fences(text: str) -> Iterator[Fence]:

@@ -37,12 +37,11 @@ from pathlib import Path
 
 from mkdocs.plugins import event_priority
 
-from mha_site.markdown import HAN, include_targets
+from mha_site.markdown import HAN, autodoc_identifiers, include_targets
 
 log = logging.getLogger("mkdocs.plugins.mha_site.search_dictionary")
 
 HAN_RUN = re.compile(f"[{HAN}]+")  # a run of Chinese characters
-AUTODOC = re.compile(r"^:::\s+([\w.]+)", re.M)  # mkdocstrings
 TERM_LENGTH = 4  # the longest candidate kept whole: longer Han runs are phrases, not terms
 # jieba part-of-speech tags of the characters that glue onto a one-character term: numeral,
 # classifier, preposition, conjunction.
@@ -98,7 +97,7 @@ def text_sources(language_dir: Path, root: Path) -> list[Path]:
             path = root / included.split(":")[0]
             if path.is_file():
                 found[path] = None
-        for identifier in AUTODOC.findall(text):
+        for identifier in autodoc_identifiers(text):
             package = root / identifier.split(".")[0]
             found.update(dict.fromkeys(sorted(package.rglob("*.py")) if package.is_dir() else []))
     return list(found)

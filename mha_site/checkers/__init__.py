@@ -15,10 +15,14 @@ import importlib
 
 CHECKERS: tuple[str, ...] = (
     "markers",
+    "fences",
+    "asserts",
+    "code_width",
     "parity",
     "glossary",
-    "api_languages",
+    "prose_shapes",
     "shape_table",
+    "api_languages",
     "shape_comments",
 )
 """The checker modules of this package, by name, in the order they run."""

@@ -60,7 +60,7 @@ def pages() -> list[Path]:
 
 def is_python_like(block: Fence) -> bool:
     """``py``, ``Python``, ``python title="x"``, ``{.python}``: the first word names Python."""
-    return block.language.rstrip("}").lower() in PYTHON_LIKE
+    return block.language.lower() in PYTHON_LIKE
 
 
 def line_of(text: str, offset: int) -> int:
