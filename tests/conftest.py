@@ -1,7 +1,7 @@
 """Fixtures of the site tests: one strict build per session, and that site served on 127.0.0.1.
 
-``tests/test_docs_build.py`` checks the build; ``tests/test_browser.py`` reads the same site.
-In CI (``CI`` set), hypothesis draws the same examples every run, so a red CI is reproducible.
+``tests/test_docs_build.py`` checks the build; the browser tests read the same site, in one
+Chromium. Importing ``support`` loads the tests' one hypothesis profile.
 """
 
 from __future__ import annotations
@@ -17,14 +17,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
-from sitetools import url_prefix
-
-settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
-
-ROOT = Path(__file__).resolve().parents[1]
+from support import CHROMIUM_ARGS, ROOT, chromium_path, missing_browser, url_prefix
 
 
 @dataclass(frozen=True)
@@ -88,8 +81,6 @@ def site_url(built_site):
 def browser():
     """One headless Chromium for every browser test of the session (each test file opens its own
     contexts); skips with what to install, or fails under ``MHA_REQUIRE_BROWSER=1``."""
-    from test_browser import CHROMIUM_ARGS, chromium_path, missing_browser
-
     reason = missing_browser()
     if reason:
         if os.environ.get("MHA_REQUIRE_BROWSER") == "1":

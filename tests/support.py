@@ -30,14 +30,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import settings
+from hypothesis import strategies as st
 from torch import Tensor
 
 import mha.annotated
 import mha.full
 import mha.pure
-from mha_site.languages import LANGUAGES, mkdocs_config
-
-ROOT = Path(__file__).resolve().parents[1]
+from mha_site.languages import LANGUAGES, ROOT, mkdocs_config
 
 
 # ---- The design post's code, verbatim (the seed we explain; not ours) --------------------------
@@ -128,6 +127,18 @@ DesignMHA = exec_module_source(DESIGN_SOURCE, DESIGN_FILENAME)["MHA"]
 # ---- Oracles ------------------------------------------------------------------------------------
 
 
+def split_heads(t: Tensor, heads: int) -> Tensor:
+    """``[batch, len, heads * head_size]`` -> ``[batch, heads, len, head_size]``, with ``unflatten``
+    (the package uses ``view`` and ``transpose``)."""
+    return t.unflatten(-1, (heads, -1)).movedim(-2, 1)
+
+
+def merge_heads(t: Tensor) -> Tensor:
+    """``[batch, heads, len, head_size]`` -> ``[batch, len, heads * head_size]``, with ``flatten``
+    (the package uses ``transpose``, ``contiguous`` and ``view``)."""
+    return t.movedim(1, -2).flatten(-2)
+
+
 def reference_attention(m, x: Tensor) -> Tensor:
     """Multi-head self-attention written independently with ``F.scaled_dot_product_attention``.
 
@@ -135,14 +146,8 @@ def reference_attention(m, x: Tensor) -> Tensor:
     merges them with ``flatten`` instead of ``view``/``transpose``/``contiguous``, and lets SDPA
     choose its own scale (``1 / sqrt(head_size)``).
     """
-    heads = m.heads_num
-
-    def split(t: Tensor) -> Tensor:  # [b, s, h] -> [b, heads, s, h / heads]
-        return t.unflatten(-1, (heads, -1)).movedim(-2, 1)
-
-    q, k, v = split(m.W_q(x)), split(m.W_k(x)), split(m.W_v(x))
-    out = F.scaled_dot_product_attention(q, k, v)
-    return m.W_o(out.movedim(1, -2).flatten(-2))
+    q, k, v = (split_heads(w(x), m.heads_num) for w in (m.W_q, m.W_k, m.W_v))
+    return m.W_o(merge_heads(F.scaled_dot_product_attention(q, k, v)))
 
 
 def raised_in_mha(excinfo) -> bool:
@@ -182,7 +187,7 @@ AUTOCAST_CASES = [
 ]
 
 
-# ---- Hypothesis: one profile --------------------------------------------------------------------
+# ---- Hypothesis: one profile, shared strategies ---------------------------------------------------
 
 # No deadline: a first call into torch (a kernel chosen, a module built) can take longer than
 # hypothesis's 200 ms and would be reported as flaky. 30 examples per property; a test that needs
@@ -197,23 +202,37 @@ settings.register_profile(
 )
 settings.load_profile("mha")
 
+seeds = st.integers(0, 2**16)  # for torch.manual_seed
+dtypes = st.sampled_from([torch.float32, torch.float64])  # where ours equals a reference
+
 
 # ---- Tolerances: one per dtype ------------------------------------------------------------------
 
-# Absolute tolerance when our output is compared with an independent computation of the same
-# thing in the same dtype (PyTorch's modules, the reference above, another code path): they differ
-# only by rounding, in another order of operations. Values are O(1) here (randn inputs, default
-# initialisation), so a few units in the last place of float32 (2**-23 ~ 1.2e-7) is ~1e-6:
-# float32 2e-6 (largest difference measured over thousands of random cases: 3.6e-7); float64
-# 1e-12 (measured: 4.4e-16).
-TOLERANCE = {torch.float64: 1e-12, torch.float32: 2e-6}
+# How far our output may be from an independent computation of the same thing (PyTorch's modules,
+# the reference above, the other code path, the same model in float32) when the two differ only by
+# rounding: |actual - expected| <= tol * (1 + |expected|), absolute near 0 and relative above 1, as
+# rounding errors grow with the values (outputs here are O(1), gradients up to O(10)). Each value
+# is a few times the largest difference measured over every such comparison of the tests (each
+# property run with hundreds of examples), and far below what a real mistake gives (a wrong scale,
+# a swapped axis or a missing mask change outputs by 1e-2 to 1):
+# - float64: 1e-12 (measured 1.8e-15: gradients of size 4);
+# - float32: 2e-6, 16 units in the last place at 1 (measured 3.6e-7 on outputs; 1.9e-6 on
+#   gradients of size 12, 1.5e-7 relative);
+# - float16: 2e-2 (measured 2e-3 at size 3: one unit in the last place there; also what autocast on
+#   CUDA is held to, not measurable on a machine without one);
+# - bfloat16: 5e-2 (measured 1.6e-2 at size 3, one unit in the last place; 3e-3 against float32).
+TOLERANCE = {torch.float64: 1e-12, torch.float32: 2e-6, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 
 
-def assert_close(actual: Tensor, expected: Tensor, dtype: torch.dtype | None = None) -> None:
-    """``actual`` equals ``expected`` up to the rounding of ``dtype`` (``expected``'s by
-    default): ``TOLERANCE``, absolute."""
-    atol = TOLERANCE[dtype or expected.dtype]
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=0)
+def assert_close(
+    actual: Tensor, expected: Tensor, dtype: torch.dtype | None = None, msg: str | None = None
+) -> None:
+    """``actual`` equals ``expected`` up to the rounding of ``dtype``, ``expected``'s dtype unless
+    given (a float16 run compared with a float32 one gives ``torch.float16``): ``TOLERANCE``.
+    ``msg`` says which case failed, before torch's report."""
+    tol = TOLERANCE[dtype or expected.dtype]
+    report = None if msg is None else (lambda default: f"{msg}: {default}")
+    torch.testing.assert_close(actual, expected, atol=tol, rtol=tol, msg=report)
 
 
 # ---- The site: pages and URLs -------------------------------------------------------------------

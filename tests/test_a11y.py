@@ -20,8 +20,16 @@ from __future__ import annotations
 import os
 
 import pytest
-from sitetools import LANGUAGES, ROOT, nav_pages, page_path
-from test_browser import Tab, screenshot, type_search
+from support import (
+    LANGUAGES,
+    ROOT,
+    Tab,
+    mkdocs_config,
+    nav_pages,
+    page_path,
+    screenshot,
+    type_search,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -209,8 +217,6 @@ def report(violations: list[dict], where: str) -> str:
 
 def test_every_scheme_is_the_palette_of_mkdocs_yml():
     """The schemes these tests emulate are the ones the site offers, each for its preference."""
-    from sitetools import mkdocs_config
-
     palette = mkdocs_config()["theme"]["palette"]
     offered = {entry["media"]: entry["scheme"] for entry in palette}
     assert offered == {

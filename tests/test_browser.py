@@ -14,115 +14,17 @@ reason that says what to install; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/r
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from pathlib import Path
-from urllib.parse import urlsplit
-
 import pytest
-from sitetools import LANGUAGES, ROOT, nav_pages, page_path
+from support import LANGUAGES, ROOT, Tab, nav_pages, page_path, screenshot, type_search
 
 from mha_site.runnable import DOCSTRING_HEADER, parse, scripts
 
 pytestmark = pytest.mark.browser
 
 PAGES = nav_pages()
-SCREENSHOTS = ROOT / "screenshots"
-INSTALL = "install them with: apt-get install chromium fonts-noto-cjk"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    # Chromium resolves no host name but 127.0.0.1, so nothing leaves the machine; the tests still
-    # record every request to another host (Tab) and fail on it. Unlike routing each request
-    # through Playwright, this keeps the browser's HTTP cache, so a page load does not refetch
-    # every stylesheet, script and font through Python.
-    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-]
 
-
-def chromium_path() -> str | None:
-    """``$MHA_CHROMIUM`` if set, else Debian's /usr/bin/chromium, else ``chromium`` on the PATH."""
-    if "MHA_CHROMIUM" in os.environ:
-        candidates = [os.environ["MHA_CHROMIUM"]]
-    else:
-        candidates = ["/usr/bin/chromium", shutil.which("chromium")]
-    return next((c for c in candidates if c and Path(c).is_file()), None)
-
-
-def missing_browser() -> str | None:
-    """Why the browser tests cannot run here, or None."""
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install -e '.[test]')"
-    if chromium_path() is None:
-        where = os.environ.get("MHA_CHROMIUM", "/usr/bin/chromium")
-        return f"no Chromium found ({where}); {INSTALL}"
-    try:
-        fonts = subprocess.run(["fc-list"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        fonts = ""
-    if "CJK" not in fonts:
-        return f"no CJK font (Chinese would render as boxes); {INSTALL}"
-    return None
-
-
-# The ``browser`` fixture (one Chromium for the whole session) is in tests/conftest.py.
-
-
-class Tab:
-    """One browser page that records console errors, page errors, failed and outside requests.
-
-    Outside requests are those of every page and worker of the tab's context to a host other
-    than 127.0.0.1; Chromium cannot resolve such a host (CHROMIUM_ARGS), so each one fails too.
-    """
-
-    def __init__(self, context, base: str):
-        self.base = base
-        self.outside: list[str] = []
-        self.errors: list[str] = []
-        context.on("request", self._request)
-        self.page = context.new_page()
-        self.page.set_default_timeout(10_000)
-        self.page.on("console", self._console)
-        self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
-        self.page.on("response", self._response)
-
-    def _request(self, request):
-        url = request.url.removeprefix("blob:")  # a blob's URL starts with its page's origin
-        if not url.startswith("data:") and urlsplit(url).hostname != "127.0.0.1":
-            self.outside.append(request.url)
-
-    @staticmethod
-    def _known(url: str) -> bool:
-        # Material fetches sitemap.xml beside each alternate language; i18n writes only one.
-        return urlsplit(url).path.endswith("/sitemap.xml")
-
-    def _console(self, message):
-        if message.type == "error" and not self._known(message.location.get("url", "")):
-            self.errors.append(f"console: {message.text} ({message.location.get('url')})")
-
-    def _response(self, response):
-        if response.status >= 400 and not self._known(response.url):
-            self.errors.append(f"HTTP {response.status}: {response.url}")
-
-    def open(self, lang: str, page: str):
-        self.errors.clear()
-        response = self.page.goto(self.base + page_path(lang, page), wait_until="load")
-        assert response is not None and response.ok, (
-            f"{lang}/{page}: {response and response.status}"
-        )
-        return self.page
-
-    def assert_clean(self):
-        assert not self.outside, f"requests to other hosts: {self.outside}"
-        assert not self.errors, "\n".join(self.errors)
+# The ``browser`` fixture (one Chromium for the whole session) is in tests/conftest.py; the ``Tab``
+# that records errors and requests to other hosts is in tests/support.py.
 
 
 @pytest.fixture(scope="module")
@@ -139,19 +41,6 @@ def tab(context, site_url):
     tab = Tab(context, site_url)
     yield tab
     assert not tab.outside, f"requests to other hosts: {tab.outside}"
-
-
-def screenshot(target, name: str, full_page: bool = False) -> None:
-    """Save ``screenshots/NAME`` of a page or of one element, when screenshots are asked for.
-
-    Screenshots are for a reviewer's eyes, not assertions: ``make screenshots`` (or
-    ``MHA_SCREENSHOTS=1``) writes them; the test command runs the same checks without them.
-    """
-    if os.environ.get("MHA_SCREENSHOTS") != "1":
-        return
-    SCREENSHOTS.mkdir(exist_ok=True)
-    options = {"full_page": True} if full_page else {}
-    target.screenshot(path=str(SCREENSHOTS / name), **options)
 
 
 def math_sizes(page) -> list[tuple[float, float]]:
@@ -227,17 +116,6 @@ def test_language_switch_keeps_the_section(tab):
         p.wait_for_url(tab.base + page_path(there, "walkthrough.md") + "#split-heads")
         assert p.locator("html").get_attribute("lang") == there
     tab.assert_clean()
-
-
-def type_search(p, query: str):
-    """Type ``query`` into the page's search box; return the result items once the first shows."""
-    box = p.locator("input.md-search__input")
-    box.click()
-    box.fill(query)
-    box.press("End")  # Material searches on keyup
-    results = p.locator(".md-search-result__item")
-    results.first.wait_for()
-    return results
 
 
 def search(tab, lang: str, query: str) -> list[str]:

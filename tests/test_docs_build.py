@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from sitetools import LANGUAGES, nav_pages, page_path
+from support import LANGUAGES, nav_pages, page_path
 
 PAGES = nav_pages()
 LEFTOVER_LATEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$|\\[A-Za-z]+\{")

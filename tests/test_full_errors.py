@@ -10,13 +10,11 @@ import re
 import numpy as np
 import pytest
 import torch
-from helpers import raised_in_mha
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from support import raised_in_mha
 
 from mha.full import MHA, KVCache, causal_mask, padding_mask
-
-FAST = settings(deadline=None, max_examples=30)
 
 # The sizes of the chapters: batch 2, q_len 3, k_len 7, heads 4, kv_heads 2, head 5, hidden 20.
 TARGET = "[batch_size, heads_num, q_len, k_len]"
@@ -87,7 +85,6 @@ def test_non_positive_kv_heads_raises_value_error(value):
     assert raised_in_mha(e)
 
 
-@FAST
 @given(heads_num=st.integers(1, 12), kv_heads=st.integers(1, 12))
 def test_kv_heads_not_dividing_heads_num_raises_value_error_naming_both(heads_num, kv_heads):
     hidden_size = heads_num * 3
@@ -255,7 +252,6 @@ def test_mask_that_cannot_broadcast_raises_value_error_naming_both_shapes(model,
     assert raised_in_mha(e)
 
 
-@FAST
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=5))
 def test_any_mask_shape_either_broadcasts_or_raises_naming_both_shapes(shape):
     torch.manual_seed(0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from support import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -46,7 +47,7 @@ def test_compiled_prefill_then_decode_runs_without_a_graph_break_and_equals_eage
         got = decode(compiled, x, KVCache(), prefill=5)
         # and a causal call of another length than before
         assert torch.equal(compiled(x[:, :3], is_causal=True), model(x[:, :3], is_causal=True))
-    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    assert_close(got, expected)
 
 
 # ---- B2: a small mask stays small on the fast path --------------------------------------------
@@ -105,7 +106,7 @@ def test_a_padding_mask_passed_as_it_came_gives_the_same_output_as_expanded(fast
     with torch.no_grad():
         small = model(x, attn_mask=mask)
         full_size = model(x, attn_mask=mask.expand(3, 4, 5, 5).contiguous())
-    torch.testing.assert_close(small, full_size, atol=1e-6, rtol=0)
+    assert_close(small, full_size)
     assert torch.equal(small[2], model.W_o.bias.detach().expand(5, 24)), "no key: W_o's bias"
 
 
@@ -125,7 +126,7 @@ def test_gradients_through_a_cache_with_frozen_weights_equal_one_causal_forward(
     model.zero_grad()
     model(x, is_causal=True).square().sum().backward()
     for name, grad in stepwise.items():
-        torch.testing.assert_close(grad, model.get_parameter(name).grad, atol=1e-5, rtol=0)
+        assert_close(grad, model.get_parameter(name).grad)
     assert stepwise or frozen == "W_q W_k W_v", "some parameter is trained"
 
 
@@ -137,7 +138,7 @@ def test_gradients_reach_an_input_through_a_cache_of_a_frozen_model():
     stepwise = x.grad.clone()
     x.grad = None
     model(x, is_causal=True).sum().backward()
-    torch.testing.assert_close(stepwise, x.grad, atol=1e-5, rtol=0)
+    assert_close(stepwise, x.grad)
 
 
 # ---- B4: asking for the weights never changes the output ------------------------------------
@@ -178,7 +179,7 @@ def test_need_weights_gives_the_fast_output_in_half_precision(dtype, mask):
     with torch.no_grad():
         plain = model(x, **kwargs)
         out, _ = model(x, need_weights=True, **kwargs)
-    torch.testing.assert_close(out, plain, atol=6e-2 if dtype == torch.bfloat16 else 8e-3, rtol=0)
+    assert_close(out, plain)
 
 
 # ---- B5: a cache filled under inference_mode extends under no_grad -------------------------
@@ -201,7 +202,7 @@ def test_a_cache_prefilled_in_inference_mode_extends_outside_it(fast, then):
     with torch.no_grad():
         expected = model(x, is_causal=True)
     got = torch.cat([prefill, *steps], dim=1)  # positions 0-2, then 4 and 5
-    torch.testing.assert_close(got, expected[:, [0, 1, 2, 4, 5]], atol=1e-6, rtol=0)
+    assert_close(got, expected[:, [0, 1, 2, 4, 5]])
     assert not cache.keys.is_inference(), "copied once into an ordinary tensor"
     assert again.shape == (2, 1, 24)
 
@@ -224,9 +225,8 @@ def test_a_row_masked_with_finfo_min_is_a_softmax_in_every_dtype_and_minus_inf_a
         average = model.W_o(v.mean(dim=1))  # a finite score on every key: the plain average
         out_lowest = model(x, attn_mask=lowest)
         out_blocked = model(x, attn_mask=blocked)
-    tol = {torch.float32: 1e-6, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
     if dtype != torch.float16:  # float16 keeps the scores' differences at -65504: still a softmax
-        torch.testing.assert_close(out_lowest[0, 0], average[0], atol=tol, rtol=0)
+        assert_close(out_lowest[0, 0], average[0])
     assert not torch.equal(out_lowest[0, 0], model.W_o.bias), "finite scores: not a masked row"
     assert torch.equal(out_blocked[0, 0], model.W_o.bias), "all -inf: zero attention, W_o's bias"
 
@@ -254,7 +254,7 @@ def test_crop_keeps_the_first_n_positions_and_decoding_continues_from_there(grad
         cache.crop(4)
         assert len(cache) == 4 and torch.equal(cache.keys, held)
         step = model(x[:, 4:5], is_causal=True, cache=cache)
-        assert torch.allclose(step, model(x[:, :5], is_causal=True)[:, 4:], atol=1e-6)
+        assert_close(step, model(x[:, :5], is_causal=True)[:, 4:])
 
 
 @pytest.mark.parametrize(

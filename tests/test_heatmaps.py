@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 import torch
+from support import LANGUAGES, ROOT, assert_close
 
 from mha.full import MHA, padding_mask
+from mha_site import pictures_heatmaps as heatmaps
+from mha_site.markdown import CHINESE
 
-ROOT = Path(__file__).resolve().parents[1]
 SVG = "{http://www.w3.org/2000/svg}"
-LANGUAGES = ("en", "zh")
 VARIANTS = ("none", "causal", "padding")
 NAMES = [f"heatmap-{v}" for v in VARIANTS]
-CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-from mha_site import pictures_heatmaps as heatmaps  # noqa: E402
 
 
 def fresh_run() -> dict[str, torch.Tensor]:
@@ -121,11 +117,11 @@ def test_token_labels_are_in_the_pages_language(variant, language):
     title = root.find(f"{SVG}title").text
     heading = texts(root, "heading")[0]
     if language == "zh":
-        assert all(CJK.search(t) for t in want), want
-        assert CJK.search(title) and CJK.search(heading), (title, heading)
+        assert all(CHINESE.search(t) for t in want), want
+        assert CHINESE.search(title) and CHINESE.search(heading), (title, heading)
     else:
-        assert not any(CJK.search(t) for t in want), want
-        assert not CJK.search(title) and not CJK.search(heading), (title, heading)
+        assert not any(CHINESE.search(t) for t in want), want
+        assert not CHINESE.search(title) and not CHINESE.search(heading), (title, heading)
     first = {"en": "a", "zh": "一只"}[language] if variant != "padding" else None
     if first:
         assert want[0] == first, want
@@ -159,7 +155,7 @@ def test_masked_cells_are_exactly_the_masks_zeros(variant, language, fresh):
     assert torch.equal(masked, EXPECTED_MASKED[variant].expand(4, 6, 6)), variant
     assert (weights[masked] == 0).all(), weights[masked]
     assert (weights[~masked] > 0).all(), "every weight the mask keeps is positive here"
-    assert torch.allclose(weights.sum(dim=-1), torch.ones(4, 6)), weights.sum(dim=-1)
+    assert_close(weights.sum(dim=-1), torch.ones(4, 6))
 
 
 def test_the_generator_leaves_the_random_state_alone():

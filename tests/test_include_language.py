@@ -15,20 +15,16 @@ from pathlib import Path
 
 import pytest
 from mkdocs.exceptions import PluginError
-from sitetools import page_path
+from support import LANGUAGES, ROOT, page_path
 
-ROOT = Path(__file__).resolve().parents[1]
+from mha_site import docstring_language as docstrings
+from mha_site import include_language as hook
+from mha_site.markdown import CHINESE, include_targets, snippets_options
 
-
-from mha_site import docstring_language as docstrings  # noqa: E402
-from mha_site import include_language as hook  # noqa: E402
-
-CJK = re.compile("[\u3400-\u9fff]")
 SHAPE = re.compile(r"#\s*\[[^\]]*\]\s*")
-DIRECTIVE = re.compile(r'--8<--[ \t]+"(?P<file>[^":]+):(?P<section>[^"]+)"')
 MARKER = re.compile(r"#\s*--8<--\s*\[(?P<kind>start|end):(?P<name>[^\]]+)\]")
 HIGHLIGHT = re.compile(r'<div class="highlight[^"]*"[^>]*><pre>.*?<code>(?P<code>.*?)</code>', re.S)
-SNIPPETS = {"check_paths": True, "base_path": ["."], "dedent_subsections": True}
+SNIPPETS = snippets_options()  # mkdocs.yml's
 
 
 # ---- What the reader sees on the built pages -----------------------------------------------------
@@ -59,7 +55,7 @@ def expected_lines(lines: list[str], lang: str) -> list[str]:
     docstrings in ``lang`` (``source_in_language``, tested with the API page)."""
 
     def other_language(line: str) -> bool:
-        chinese = bool(CJK.search(line))
+        chinese = bool(CHINESE.search(line))
         return is_comment_line(line) and chinese != (lang == "zh")
 
     shown = docstrings.source_in_language("\n".join(lines) + "\n", lang).splitlines()
@@ -78,10 +74,12 @@ def rendered_blocks(site: Path, lang: str, page: str) -> list[list[str]]:
 def includes(page: str) -> list[tuple[Path, str]]:
     """(file, section) of every include on the en source page (the zh page has the same ones)."""
     text = (ROOT / "docs" / "en" / page).read_text(encoding="utf-8")
-    return [(ROOT / m["file"], m["section"]) for m in DIRECTIVE.finditer(text)]
+    return [
+        (ROOT / file, section) for file, section in (t.split(":") for t in include_targets(text))
+    ]
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("page", ["annotated.md", "pure.md"])
 def test_built_page_shows_every_code_line_and_only_its_language_comments(built_site, lang, page):
     blocks = rendered_blocks(built_site, lang, page)
@@ -94,12 +92,12 @@ def test_built_page_shows_every_code_line_and_only_its_language_comments(built_s
             pytest.fail(f"{lang}/{page}, section {section!r}: missing {missing}, extra {extra}")
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", LANGUAGES)
 def test_annotated_page_keeps_no_comment_of_the_other_language(built_site, lang):
     blocks = rendered_blocks(built_site, lang, "annotated.md")
     comments = [line.strip() for block in blocks for line in block if is_comment_line(line)]
-    chinese = [c for c in comments if CJK.search(c)]
-    english = [c for c in comments if not CJK.search(c)]
+    chinese = [c for c in comments if CHINESE.search(c)]
+    english = [c for c in comments if not CHINESE.search(c)]
     if lang == "zh":
         assert english == [], english
         assert len(chinese) >= 10, f"only {len(chinese)} Chinese comments on the zh page"
@@ -107,7 +105,7 @@ def test_annotated_page_keeps_no_comment_of_the_other_language(built_site, lang)
     else:
         assert chinese == [], chinese
         assert len(english) >= 10, f"only {len(english)} English comments on the en page"
-        chinese_text = [line for block in blocks for line in block if CJK.search(line)]
+        chinese_text = [line for block in blocks for line in block if CHINESE.search(line)]
         assert chinese_text == [], f"Chinese in the en page's code: {chinese_text}"
 
 
@@ -123,7 +121,7 @@ def test_annotated_comments_are_chinese_then_english():
         if comment:
             if not previous:
                 blocks.append([])
-            blocks[-1].append((number, "zh" if CJK.search(line) else "en"))
+            blocks[-1].append((number, "zh" if CHINESE.search(line) else "en"))
         previous = comment
     assert len(blocks) >= 10, f"only {len(blocks)} comment blocks found"
     for block in blocks:

@@ -13,8 +13,9 @@ import re
 import pytest
 import torch
 import torch.nn as nn
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from support import IMPLEMENTATIONS, assert_close, each_implementation, seeds
 
 import mha.annotated
 import mha.full
@@ -22,11 +23,7 @@ import mha.pure
 from mha.full import causal_mask, padding_mask
 from mha.interop import from_torch, to_torch
 
-IMPLEMENTATIONS = [mha.annotated.MHA, mha.pure.MHA, mha.full.MHA]
-IMPL_IDS = ["annotated", "pure", "full"]
-impls = pytest.mark.parametrize("MHA", IMPLEMENTATIONS, ids=IMPL_IDS)
-
-PROPERTY = settings(deadline=None, max_examples=25)
+impls = each_implementation(IMPLEMENTATIONS)
 sizes = st.tuples(st.integers(1, 6), st.integers(1, 8))  # heads_num, head_size
 
 
@@ -43,8 +40,7 @@ def model_of(MHA, heads_num=4, head_size=5, seed=0):
 
 
 @impls
-@PROPERTY
-@given(size=sizes, seed=st.integers(0, 2**16))
+@given(size=sizes, seed=seeds)
 def test_to_torch_then_from_torch_gives_back_the_same_state_dict_bitwise(MHA, size, seed):
     model = model_of(MHA, *size, seed=seed)
     back = from_torch(to_torch(model))
@@ -57,8 +53,7 @@ def test_to_torch_then_from_torch_gives_back_the_same_state_dict_bitwise(MHA, si
     assert bitwise_equal_state_dicts(back.state_dict(), model.state_dict())
 
 
-@PROPERTY
-@given(size=sizes, seed=st.integers(0, 2**16), batch_first=st.booleans())
+@given(size=sizes, seed=seeds, batch_first=st.booleans())
 def test_from_torch_then_to_torch_gives_back_the_same_state_dict_bitwise(size, seed, batch_first):
     heads_num, head_size = size
     torch.manual_seed(seed)
@@ -118,7 +113,7 @@ def test_batch_first_false_takes_seq_len_first_and_gives_the_same_output(MHA):
     xt = x.transpose(0, 1)  # [seq_len, batch_size, hidden_size]
     out = t(xt, xt, xt, need_weights=False)[0].transpose(0, 1)
     assert torch.equal(out, to_torch(model)(x, x, x, need_weights=False)[0])
-    torch.testing.assert_close(out, model(x), atol=1e-5, rtol=0)
+    assert_close(out, model(x))
 
 
 def test_from_torch_maps_a_batch_first_false_module_to_a_batch_first_mha():
@@ -128,7 +123,7 @@ def test_from_torch_maps_a_batch_first_false_module_to_a_batch_first_mha():
     x = torch.randn(2, 3, 20)
     xt = x.transpose(0, 1)
     expected = t(xt, xt, xt, need_weights=False)[0].transpose(0, 1)
-    torch.testing.assert_close(model(x), expected, atol=1e-5, rtol=0)
+    assert_close(model(x), expected)
 
 
 # ---- Options MHA does not have ----------------------------------------------------------------
@@ -304,7 +299,7 @@ def test_float64_round_trip_is_exact_and_computes_in_float64():
     x = torch.randn(2, 3, 20, dtype=torch.float64)
     out = to_torch(model)(x, x, x, need_weights=False)[0]
     assert out.dtype == torch.float64
-    torch.testing.assert_close(out, model(x), atol=1e-10, rtol=0)
+    assert_close(out, model(x))
 
 
 @impls
@@ -340,10 +335,9 @@ def full_model(heads_num=4, head_size=5, seed=0, **options):
     return mha.full.MHA(heads_num * head_size, heads_num, **options)
 
 
-@PROPERTY
 @given(
     size=sizes,
-    seed=st.integers(0, 2**16),
+    seed=seeds,
     bias=st.booleans(),
     dropout=st.sampled_from([0.0, 0.1, 0.5]),
 )
@@ -369,10 +363,9 @@ def test_full_to_torch_then_from_torch_gives_back_the_same_module_bitwise(
     assert bitwise_equal_state_dicts(back.state_dict(), model.state_dict())
 
 
-@PROPERTY
 @given(
     size=sizes,
-    seed=st.integers(0, 2**16),
+    seed=seeds,
     bias=st.booleans(),
     dropout=st.sampled_from([0.0, 0.1, 0.5]),
     batch_first=st.booleans(),
@@ -417,8 +410,6 @@ def test_the_mode_crosses_over_both_ways(training):
 
 # ---- The full MHA: equal outputs, masks converted ---------------------------------------------
 
-ATOL = 1e-6  # float32; measured worst case on this CPU build: 1.2e-7
-
 
 def full_and_torch(fast: bool, bias: bool = True, dropout: float = 0.0):
     model = full_model(bias=bias, dropout=dropout, fast=fast).eval()
@@ -440,7 +431,7 @@ def test_full_self_attention_equals_torch(fast, bias):
     model, t = full_and_torch(fast, bias)
     x = torch.randn(2, 3, 20)
     out = t(x, x, x, need_weights=False)[0]
-    torch.testing.assert_close(out, model(x), atol=ATOL, rtol=0)
+    assert_close(out, model(x))
 
 
 @paths
@@ -449,7 +440,7 @@ def test_full_with_dropout_equals_torch_in_eval_mode(fast):
     model, t = full_and_torch(fast, dropout=0.5)
     assert t.training is False
     x = torch.randn(2, 3, 20)
-    torch.testing.assert_close(t(x, x, x, need_weights=False)[0], model(x), atol=ATOL, rtol=0)
+    assert_close(t(x, x, x, need_weights=False)[0], model(x))
 
 
 @paths
@@ -458,7 +449,7 @@ def test_full_causal_equals_torch_with_the_mask_negated(fast, bias):
     model, t = full_and_torch(fast, bias)
     x = torch.randn(2, 3, 20)
     out = t(x, x, x, attn_mask=blocked(causal_mask(3, 3)), need_weights=False)[0]
-    torch.testing.assert_close(out, model(x, is_causal=True), atol=ATOL, rtol=0)
+    assert_close(out, model(x, is_causal=True))
 
 
 @paths
@@ -475,7 +466,7 @@ def test_full_causal_and_padding_equal_torch_with_both_masks_negated(fast):
         need_weights=False,
     )[0]
     expected = model(x, attn_mask=pad, is_causal=True)
-    torch.testing.assert_close(out, expected, atol=ATOL, rtol=0)
+    assert_close(out, expected)
 
 
 @paths
@@ -486,7 +477,7 @@ def test_a_per_head_boolean_mask_equals_torchs_3d_mask_negated(fast):
     mask[..., 0] = True  # every query sees at least one key
     torch_mask = blocked(mask).reshape(2 * 4, 3, 3)  # [batch_size * heads_num, q_len, k_len]
     out = t(x, x, x, attn_mask=torch_mask, need_weights=False)[0]
-    torch.testing.assert_close(out, model(x, attn_mask=mask), atol=ATOL, rtol=0)
+    assert_close(out, model(x, attn_mask=mask))
 
 
 @paths
@@ -497,7 +488,7 @@ def test_a_float_mask_is_passed_as_it_is(fast):
     mask = torch.randn(3, 3)  # [q_len, k_len]
     mask[0, 1:] = float("-inf")
     out = t(x, x, x, attn_mask=mask, need_weights=False)[0]
-    torch.testing.assert_close(out, model(x, attn_mask=mask), atol=ATOL, rtol=0)
+    assert_close(out, model(x, attn_mask=mask))
 
 
 @paths
@@ -507,7 +498,7 @@ def test_full_cross_attention_equals_torch_given_context_as_key_and_value(fast, 
     x, context = torch.randn(2, 3, 20), torch.randn(2, 7, 20)  # q_len 3, k_len 7
     out = t(x, context, context, need_weights=False)[0]
     assert out.shape == (2, 3, 20), out.shape
-    torch.testing.assert_close(out, model(x, context), atol=ATOL, rtol=0)
+    assert_close(out, model(x, context))
 
 
 @paths
@@ -516,16 +507,15 @@ def test_full_cross_attention_with_padding_equals_torch(fast):
     x, context = torch.randn(2, 3, 20), torch.randn(2, 7, 20)
     pad = padding_mask(torch.tensor([7, 4]), 7)
     out = t(x, context, context, key_padding_mask=blocked(pad[:, 0, 0]), need_weights=False)[0]
-    torch.testing.assert_close(out, model(x, context, attn_mask=pad), atol=ATOL, rtol=0)
+    assert_close(out, model(x, context, attn_mask=pad))
 
 
-@PROPERTY
 @given(
     size=sizes,
     lengths=st.lists(st.integers(1, 9), min_size=1, max_size=3),
     q_len=st.integers(1, 6),
     k_len=st.integers(9, 11),
-    seed=st.integers(0, 2**16),
+    seed=seeds,
 )
 def test_full_cross_attention_with_padding_equals_torch_on_random_shapes(
     size, lengths, q_len, k_len, seed
@@ -538,7 +528,7 @@ def test_full_cross_attention_with_padding_equals_torch_on_random_shapes(
     context = torch.randn(batch_size, k_len, hidden_size)
     pad = padding_mask(torch.tensor(lengths), k_len)
     out = t(x, context, context, key_padding_mask=blocked(pad[:, 0, 0]), need_weights=False)[0]
-    torch.testing.assert_close(out, model(x, context, attn_mask=pad), atol=1e-5, rtol=0)
+    assert_close(out, model(x, context, attn_mask=pad))
 
 
 @paths
@@ -548,7 +538,7 @@ def test_full_batch_first_false_takes_seq_len_first_and_gives_the_same_output(fa
     x, context = torch.randn(2, 3, 20), torch.randn(2, 7, 20)
     xt, ct = x.transpose(0, 1), context.transpose(0, 1)  # [len, batch_size, hidden_size]
     out = t(xt, ct, ct, need_weights=False)[0].transpose(0, 1)
-    torch.testing.assert_close(out, model(x, context), atol=ATOL, rtol=0)
+    assert_close(out, model(x, context))
 
 
 def test_from_torch_full_equals_torch_on_cross_attention_with_a_causal_mask():
@@ -557,7 +547,7 @@ def test_from_torch_full_equals_torch_on_cross_attention_with_a_causal_mask():
     model = from_torch(t, full=True)
     x, context = torch.randn(2, 3, 20), torch.randn(2, 7, 20)
     out = t(x, context, context, attn_mask=blocked(causal_mask(3, 7)), need_weights=False)[0]
-    torch.testing.assert_close(out, model(x, context, is_causal=True), atol=ATOL, rtol=0)
+    assert_close(out, model(x, context, is_causal=True))
 
 
 # ---- Grouped-query attention has no counterpart -----------------------------------------------

@@ -15,7 +15,7 @@ import unicodedata
 from html.parser import HTMLParser
 
 import pytest
-from sitetools import ROOT
+from support import ROOT
 
 fonttools = pytest.importorskip("fontTools.ttLib", reason="fonttools is in the docs extra")
 

@@ -20,7 +20,7 @@ import gzip
 from urllib.parse import urlsplit
 
 import pytest
-from sitetools import LANGUAGES, ROOT, nav_pages, page_path
+from support import LANGUAGES, ROOT, nav_pages, page_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -23,7 +23,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from sitetools import LANGUAGES, ROOT, page_path
+from support import LANGUAGES, ROOT, page_path
 from sybil import Sybil
 
 from mha_site.runnable import (

@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import DesignMHA, reference_attention
+from support import TEXTBOOK, DesignMHA, assert_close, each_implementation, reference_attention
 
-import mha.annotated
-import mha.pure
-
-IMPLEMENTATIONS = [mha.annotated.MHA, mha.pure.MHA]
-impls = pytest.mark.parametrize("MHA", IMPLEMENTATIONS, ids=["annotated", "pure"])
+impls = each_implementation(TEXTBOOK)
 
 
 def recording(monkeypatch, name: str) -> list:
@@ -45,7 +41,7 @@ def test_in_float64_the_output_matches_a_reference_with_the_exact_scale(MHA, hea
     torch.manual_seed(head_size)
     model = MHA(2 * head_size, 2).double()
     x = torch.randn(2, 3, 2 * head_size, dtype=torch.float64)
-    torch.testing.assert_close(model(x), reference_attention(model, x), atol=1e-12, rtol=0)
+    assert_close(model(x), reference_attention(model, x))
 
 
 @impls
@@ -56,6 +52,4 @@ def test_a_design_checkpoint_gives_the_same_float32_output_up_to_rounding(MHA):
         ours = MHA(2 * head_size, 2)
         ours.load_state_dict(design.state_dict())
         x = torch.randn(2, 3, 2 * head_size)
-        torch.testing.assert_close(
-            ours(x), design(x), rtol=1e-6, atol=1e-6, msg=f"head_size {head_size}"
-        )
+        assert_close(ours(x), design(x), msg=f"head_size {head_size}")

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from sitetools import LANGUAGES, ROOT, mkdocs_config, nav_pages, page_path
+from support import LANGUAGES, ROOT, Tab, mkdocs_config, nav_pages, page_path
 
 PAGES = nav_pages()
 DEFAULT = LANGUAGES[0]
@@ -253,8 +253,6 @@ def test_chinese_index_cuts_the_sites_terms_whole(built_site):
 def search_page(browser, site_url):
     """A tab that keeps the HTTP cache (the index is fetched once per language) and records any
     request to another host (``Tab``: Chromium itself cannot resolve one)."""
-    from test_browser import Tab
-
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = Tab(context, site_url)
     tab.page.set_default_timeout(15_000)
