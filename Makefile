@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make serve   set up, build and serve the site at http://127.0.0.1:8000
 #   make test    set up and run every test (unit, doc, parity, strict build, browser)
+# and, for contributors: make check (the consistency checkers alone, in well under a minute).
 VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -15,7 +16,7 @@ AXE_PKG := axe-core@4.14.1
 AXE     := build/axe/axe.min.js
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint screenshots
+.PHONY: setup serve build test lint check screenshots
 setup: $(STAMP) $(FONT) $(AXE)
 
 $(FONT):
@@ -52,9 +53,20 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The consistency checkers (mha_site/checkers): shape comments, parity of the languages, glossary,
+# markers ... The tests run them too; this is the quick way to see every problem at once.
+check: setup
+	$(BIN)/python -m mha_site.checkers
+
 test: lint
 	$(BIN)/python -m pytest
 
 # Not part of the test command: the browser tests again, writing screenshots/ for a reviewer's eyes.
 screenshots: setup
 	MHA_SCREENSHOTS=1 $(BIN)/python -m pytest -q -m browser
+
+# The benchmark (10-20 minutes on 2 cores) measures again the file the performance page is drawn
+# from; `python -m mha.bench` alone writes bench-results.json in the current folder.
+.PHONY: bench
+bench: setup
+	$(BIN)/python -m mha.bench --out docs/assets/bench/results.json
