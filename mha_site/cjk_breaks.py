@@ -1,4 +1,4 @@
-"""MkDocs hook: a line break inside Chinese text is not a space.
+"""Build step: a line break inside Chinese text is not a space.
 
 Markdown keeps a paragraph's line breaks, and the browser shows each as a space: right between
 two English words, wrong inside a Chinese sentence (``本站在原文 基础上``, ``批大小 2， 4 个头``).

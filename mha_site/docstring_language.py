@@ -1,4 +1,4 @@
-"""MkDocs hook and griffe extension: the API page shows each docstring in the page's language.
+"""Build step and griffe extension: the API page shows each docstring in the page's language.
 
 The docstrings of ``mha`` are bilingual. Each is written in English, Google style, and ends with a
 section ``中文:`` that says the same in Chinese, in the same Google style with Chinese titles::

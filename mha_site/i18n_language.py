@@ -1,4 +1,4 @@
-"""MkDocs hook: give mkdocstrings the language that mkdocs-static-i18n is building.
+"""Build step: give mkdocstrings the language that mkdocs-static-i18n is building.
 
 mkdocstrings reads ``theme.language`` in its ``on_config``, before the i18n plugin (priority -100)
 switches it, so the zh API page would say "Parameters:". Running at priority 50, this hook copies

@@ -1,4 +1,4 @@
-"""MkDocs hook: included code shows the comments of the page's language only.
+"""Build step: included code shows the comments of the page's language only.
 
 ``mha/annotated.py`` explains each step twice: a full-line comment in Chinese (one or more lines
 with Chinese characters), then the same in English (lines without). A page includes a section of

@@ -1,4 +1,4 @@
-"""MkDocs hook: the site serves the math font cut down to the characters its math uses.
+"""Build step: the site serves the math font cut down to the characters its math uses.
 
 The math font, Noto Sans Math (SIL Open Font License, which allows subsetting), is installed at
 set-up into ``docs/assets/fonts/noto-sans-math.woff2`` (``make setup``; git-ignored). That file

@@ -1,4 +1,4 @@
-"""MkDocs hook: render the pages' LaTeX as MathML at build time, so no page loads a math library.
+"""Build step: render the pages' LaTeX as MathML at build time, so no page loads a math library.
 
 Pages write math as LaTeX (``$...$`` inline, ``$$...$$`` on their own lines).
 ``pymdownx.arithmatex`` in generic mode wraps it as ``<span class="arithmatex">\\(...\\)</span>``

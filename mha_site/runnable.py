@@ -1,4 +1,4 @@
-"""MkDocs hook: code a reader can copy and paste, and run.
+"""Build step: code a reader can copy and paste, and run.
 
 Two things go wrong when a reader copies a snippet with Material's copy button: a doctest-style
 block (``>>>``) is copied with its prompts and its output lines, and a block from the middle of a

@@ -1,4 +1,4 @@
-"""MkDocs hook: teach jieba the site's Chinese terms before Material's search segments the pages.
+"""Build step: teach jieba the site's Chinese terms before Material's search segments the pages.
 
 Material's search plugin cuts Chinese text into words with jieba at build time. With jieba's own
 dictionary alone, it cuts the site's words badly: the page title 逐行走读 becomes 逐 / 行走 / 读

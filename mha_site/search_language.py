@@ -1,4 +1,4 @@
-"""MkDocs hook: one search index per language, so search stays in the reader's language.
+"""Build step: one search index per language, so search stays in the reader's language.
 
 mkdocs-static-i18n builds the default language at the site's root and each other language under
 ``<locale>/``, then writes a single ``search/search_index.json`` holding every language's pages:
