@@ -1,5 +1,7 @@
 """Fixtures of the site tests: one strict build per session, and that site served on 127.0.0.1.
 
+The build starts in the background as soon as the tests are collected, and the tests that read the
+site run last: the build (one core) runs while the tests that need no site run (on the other).
 ``tests/test_docs_build.py`` checks the build; the browser tests read the same site, in one
 Chromium. Importing ``support`` loads the tests' one hypothesis profile.
 """
@@ -8,16 +10,19 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from support import CHROMIUM_ARGS, ROOT, chromium_path, missing_browser, url_prefix
+
+SITE_FIXTURES = {"site_build", "built_site", "site_url"}
 
 
 @dataclass(frozen=True)
@@ -27,20 +32,69 @@ class Build:
     site: Path
     returncode: int
     output: str
-    seconds: float
+
+
+class BackgroundBuild:
+    """``mkdocs build --strict`` of the whole site into a temporary folder, running while the
+    session goes on (never -q or -v: with either, known MkDocs bugs make a failing strict build
+    exit 0). Its output goes to a file, so a full pipe never stalls it."""
+
+    def __init__(self):
+        self.folder = Path(tempfile.mkdtemp(prefix="mha-site-"))
+        self.log = (self.folder / "build.log").open("w+", encoding="utf-8")
+        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+        site = self.folder / "site"
+        command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=self.log, stderr=self.log
+        )
+        self.site = site
+
+    def result(self) -> Build:
+        returncode = self.process.wait(timeout=300)
+        self.log.seek(0)
+        return Build(self.site, returncode, self.log.read())
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+BUILD = pytest.StashKey[BackgroundBuild]()
+
+
+def needs_site(item) -> bool:
+    return not SITE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(items):
+    """The tests that read the built site run last, each group in its order."""
+    items[:] = [item for item in items if not needs_site(item)] + list(filter(needs_site, items))
+
+
+def pytest_collection_finish(session):
+    """Start the build now if a selected test reads the site."""
+    if not session.config.option.collectonly and any(map(needs_site, session.items)):
+        session.config.stash[BUILD] = BackgroundBuild()
+
+
+def pytest_unconfigure(config):
+    build = config.stash.get(BUILD, None)
+    if build is not None:
+        build.close()
 
 
 @pytest.fixture(scope="session")
-def site_build(tmp_path_factory) -> Build:
-    """``mkdocs build --strict`` of the whole site, once per session (never -q or -v: with either,
-    known MkDocs bugs make a failing strict build exit 0)."""
-    site = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)]
-    start = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    seconds = time.monotonic() - start
-    return Build(site, done.returncode, done.stdout + done.stderr, seconds)
+def site_build(request) -> Build:
+    """``mkdocs build --strict`` of the whole site, once per session, started in the background
+    when the tests were collected."""
+    build = request.config.stash.get(BUILD, None)
+    if build is None:  # asked for by a test that did not name it (getfixturevalue): build now
+        build = request.config.stash[BUILD] = BackgroundBuild()
+    return build.result()
 
 
 @pytest.fixture(scope="session")
