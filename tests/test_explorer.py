@@ -20,8 +20,7 @@ import re
 
 import pytest
 import torch
-from sitetools import LANGUAGES, ROOT, page_path
-from test_browser import Tab, screenshot
+from support import LANGUAGES, ROOT, Tab, page_path, screenshot
 
 from mha.annotated import MHA
 from mha.trace import record
