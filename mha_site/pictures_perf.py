@@ -23,7 +23,7 @@ from pathlib import Path
 
 import mha.bench
 from mha.bench import IMPLEMENTATIONS, evaluate
-from mha.bench.config import REPEATS_NOTE
+from mha.bench.config import DECODE_REPEATS, GQA_REPEATS
 from mha_site.languages import ROOT, tr
 from mha_site.picture_style import FONT, SMALL, Svg
 
@@ -336,15 +336,30 @@ def table_machine(results: dict, language: str) -> str:
         "dtype": ("dtype", "dtype"),
         "repeats": ("repeats per point", "每个点重复次数"),
         "quick": ("short run (--quick)", "快速版（--quick）"),
+        "seq_lens": ("sequence lengths timed", "计时的序列长度"),
+        "memory_seq_lens": ("sequence lengths of the memory table", "内存表的序列长度"),
+        "warmup": ("warm-up calls", "预热次数"),
+        "repeats_backward": ("repeats per point, backward", "反向每个点重复次数"),
+        "repeats_by_seq": ("forward rounds by sequence length", "前向各序列长度的轮数"),
     }
+    note = tr(
+        language,
+        f"forward rounds per length (backward scaled alike); decoding {DECODE_REPEATS}x and GQA "
+        f"{GQA_REPEATS}x the base",
+        f"前向轮数按序列长度定（反向按同样比例）；逐个生成是基数的 {DECODE_REPEATS} 倍，"
+        f"GQA 是 {GQA_REPEATS} 倍",
+    )
 
     def shown(v) -> str:
         if isinstance(v, bool):
             return yes_no(v, language)
+        if isinstance(v, dict):  # repeats by sequence length: "64: 56, 128: 56, ..."
+            return ", ".join(f"{k}: {n}" for k, n in v.items())
         return f"`{v}`" if isinstance(v, str) else str(v)
 
-    shown_items = [*m.items(), *((k, c[k]) for k in CONFIG_SHOWN), ("repeats_note", REPEATS_NOTE)]
+    shown_items = [*m.items(), *((k, c[k]) for k in CONFIG_SHOWN)]
     rows = [[tr(language, *names.get(k, (k, k))), shown(v)] for k, v in shown_items]
+    rows.append([tr(language, "how the repeats scale", "重复次数的定法"), note])
     rows.append(
         [
             tr(language, "GEMM rate, same run", "同一次运行测得的 GEMM 速率"),

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 
 import torch
 
-REPEATS_NOTE = "forward rounds per length (backward scaled alike); decoding 4x and GQA 2x the base"
-"""How the repeats scale, as the performance page's machine table writes it."""
 DECODE_REPEATS = 4
 """Decoding runs this many times the base repeats: a cached step takes milliseconds."""
 GQA_REPEATS = 2
