@@ -3,7 +3,8 @@
 ``mha_site/runnable.py`` builds, for every Python block of the site that Sybil runs, a script: the
 page's blocks above it (hidden set-up included) and then the block. Here every script of both
 languages runs in a fresh namespace, a block that shows a traceback raises that exception, one
-script per page runs in a fresh interpreter, and the built site carries exactly these scripts.
+script per page runs outside the repository in a process of its own (forked from a fresh
+interpreter that imported only torch), and the built site carries exactly these scripts.
 The rules themselves (prompts, tracebacks, includes, skips, namespace clears) are checked on
 small pages written here.
 """
@@ -16,7 +17,6 @@ import os
 import subprocess
 import sys
 import unittest
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from html.parser import HTMLParser
@@ -122,38 +122,88 @@ def sample() -> list[tuple[Path, int]]:
     return chosen
 
 
-def run_in_fresh_interpreter(page: Path, index: int, directory: Path) -> str | None:
-    """Run one script as ``python snippet.py`` outside the repository; what went wrong, or None."""
-    blocks, page_scripts = runnable_blocks(page)
-    where = f"{page_id(page)}:{blocks[index].line}"
-    script = directory / f"{where.replace('/', '_').replace(':', '_')}.py"
-    script.write_text(page_scripts.script(index), encoding="utf-8")
+# A fresh interpreter that imports torch, the one slow import, and then runs each script it is
+# given (a path a line, on stdin) in a process forked from itself, one per core at a time: as
+# ``python script.py`` would, with the script's folder first on ``sys.path``, its output in
+# ``script.out``, a traceback and exit status 1 if it raises. It answers "status path" for each.
+FORKING_INTERPRETER = """
+import os, runpy, sys, traceback
+import torch
+
+def run(script):
+    out = os.open(script[:-3] + ".out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    sys.argv, sys.path[0], status = [script], os.path.dirname(script), 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as done:
+        status = done.code if isinstance(done.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+def answer():
+    pid, status = os.wait()
+    print(os.waitstatus_to_exitcode(status), running.pop(pid), flush=True)
+
+running = {}
+for script in sys.stdin.read().splitlines():
+    if len(running) == (os.cpu_count() or 2):
+        answer()
+    pid = os.fork()
+    if pid == 0:
+        run(script)
+    running[pid] = script
+while running:
+    answer()
+"""
+
+
+def run_in_fresh_interpreters(cases: list[tuple[Path, int]], directory: Path) -> list[str]:
+    """Run each script outside the repository in a process of its own, forked from a fresh
+    interpreter that has imported torch and nothing of ``mha`` or the tests (``python script.py``
+    would import torch again for each, seconds each); what went wrong, one line per script."""
+    scripts = []
+    for page, index in cases:
+        blocks, page_scripts = runnable_blocks(page)
+        where = f"{page_id(page)}:{blocks[index].line}"
+        script = directory / f"{where.replace('/', '_').replace(':', '_')}.py"
+        script.write_text(page_scripts.script(index), encoding="utf-8")
+        scripts.append((script, where, blocks[index].raises))
     # mha is importable as the installed package; ROOT on the path covers a checkout without it.
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, "-c", FORKING_INTERPRETER],
+        input="".join(f"{script}\n" for script, _, _ in scripts),
         cwd=directory,
         env={**os.environ, "PYTHONPATH": path},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
-    raises = blocks[index].raises
-    last = (done.stderr.strip().splitlines() or [""])[-1]
-    if raises is None and done.returncode != 0:
-        return f"{where} failed:\n{done.stderr[-2000:]}"
-    if raises is not None and not (done.returncode == 1 and last.startswith(raises + ":")):
-        return f"{where} should raise {raises}; exit {done.returncode}:\n{done.stderr[-2000:]}"
-    return None
+    assert done.returncode == 0, done.stderr
+    statuses = dict(reversed(line.split(" ", 1)) for line in done.stdout.splitlines())
+    failures = []
+    for script, where, raises in scripts:
+        status = statuses[str(script)]
+        output = script.with_suffix(".out").read_text(encoding="utf-8")
+        last = (output.strip().splitlines() or [""])[-1]
+        if raises is None and status != "0":
+            failures.append(f"{where} failed:\n{output[-2000:]}")
+        if raises is not None and not (status == "1" and last.startswith(raises + ":")):
+            failures.append(f"{where} should raise {raises}; exit {status}:\n{output[-2000:]}")
+    return failures
 
 
 def test_sample_scripts_run_in_a_fresh_interpreter(tmp_path):
-    """Each in its own interpreter (importing torch takes seconds: they run side by side)."""
+    """Each in a process of its own, outside the repository (``run_in_fresh_interpreters``)."""
     chosen = sample()
     assert len(chosen) >= 10, chosen
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        results = list(pool.map(lambda case: run_in_fresh_interpreter(*case, tmp_path), chosen))
-    failures = [failure for failure in results if failure]
+    failures = run_in_fresh_interpreters(chosen, tmp_path)
     assert not failures, "\n\n".join(failures)
 
 
