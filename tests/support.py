@@ -371,6 +371,14 @@ class Tab:
         )
         return self.page
 
+    def at(self, lang: str, page: str):
+        """The page, opened unless the tab shows it already (as the test before left it), with
+        the errors recorded so far forgotten."""
+        if self.page.url != self.base + page_path(lang, page):
+            return self.open(lang, page)
+        self.errors.clear()
+        return self.page
+
     def assert_clean(self):
         assert not self.outside, f"requests to other hosts: {self.outside}"
         assert not self.errors, "\n".join(self.errors)

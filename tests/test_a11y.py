@@ -301,6 +301,7 @@ def test_characterisation_the_toggle_switches_to_the_palette_a_dark_preference_g
     p = open_page(tabs("desktop", "light"), lang, "index.md", "light")
     switch_scheme(p, "dark")
     assert p.evaluate(PALETTE) == preferred
+    screenshot(p, f"{lang}-home-dark.png")
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

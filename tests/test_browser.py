@@ -2,10 +2,10 @@
 
 Every page of both languages loads without a console or page error (the i18n plugin's missing
 ``/zh/sitemap.xml`` aside), its math is rendered, the language switch lands on the twin page,
-search finds Chinese words inside sentences, the copy button copies code only (no ``>>>``, no
-output) and the second button a script that runs on its own, and no request leaves
-127.0.0.1: Chromium resolves no other host name (``--host-resolver-rules``), every request to
-another host is recorded, and a test fails if there is one.
+the copy button copies code only (no ``>>>``, no output) and the second button a script that runs
+on its own, and no request leaves 127.0.0.1: Chromium resolves no other host name
+(``--host-resolver-rules``), every request to another host is recorded, and a test fails if there
+is one. Search is tested in ``tests/test_search.py``, the palette in ``tests/test_a11y.py``.
 Screenshots go to ``screenshots/`` (git-ignored), with ``make screenshots`` only.
 
 Without Chromium (or without CJK fonts, which Chinese needs to render) these tests skip with a
@@ -15,7 +15,7 @@ reason that says what to install; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/r
 from __future__ import annotations
 
 import pytest
-from support import LANGUAGES, ROOT, Tab, nav_pages, page_path, screenshot, type_search
+from support import LANGUAGES, ROOT, Tab, nav_pages, page_path, screenshot
 
 from mha_site.runnable import DOCSTRING_HEADER, parse, scripts
 
@@ -50,8 +50,13 @@ def math_sizes(page) -> list[tuple[float, float]]:
     )
 
 
+# Module-scoped, so that pytest runs the tests of one page together: the language switch starts
+# from the page the test before loaded.
+each_page = pytest.mark.parametrize("page", PAGES, scope="module")
+
+
 @pytest.mark.parametrize("lang", LANGUAGES)
-@pytest.mark.parametrize("page", PAGES)
+@each_page
 def test_page_loads_without_errors_and_renders_its_math(tab, lang, page):
     p = tab.open(lang, page)
     assert p.locator("html").get_attribute("lang") == lang
@@ -64,6 +69,8 @@ def test_page_loads_without_errors_and_renders_its_math(tab, lang, page):
         p.eval_on_selector_all("article em", "es => es.map(e => getComputedStyle(e).fontStyle)")
     )
     assert styles <= ({"normal"} if lang == "zh" else {"italic"}), f"{lang}/{page}: em {styles}"
+    if page in ("walkthrough.md", "api.md"):
+        screenshot(p, f"{lang}-{page.removesuffix('.md')}.png")
     tab.assert_clean()
 
 
@@ -94,11 +101,12 @@ def test_math_is_drawn_with_the_self_hosted_math_font(tab, lang):
     tab.assert_clean()
 
 
-@pytest.mark.parametrize("page", PAGES)
+@each_page
 def test_language_switch_lands_on_the_twin_page(tab, page):
-    p = tab.open("en", page)
-    for here, there in (("en", "zh"), ("zh", "en")):
-        # the second switch starts from the zh page the first one landed on
+    last = LANGUAGES[-1]
+    p = tab.at(last, page)  # left there by the test before
+    for here, there in ((last, LANGUAGES[0]), (LANGUAGES[0], last)):
+        # the second switch starts from the page the first one landed on
         assert p.url == tab.base + page_path(here, page), p.url
         p.hover(".md-header .md-select")
         p.click(f'.md-header .md-select__link[hreflang="{there}"]')
@@ -115,40 +123,6 @@ def test_language_switch_keeps_the_section(tab):
         p.click(f'.md-header .md-select__link[hreflang="{there}"]')
         p.wait_for_url(tab.base + page_path(there, "walkthrough.md") + "#split-heads")
         assert p.locator("html").get_attribute("lang") == there
-    tab.assert_clean()
-
-
-def search(tab, lang: str, query: str) -> list[str]:
-    results = type_search(tab.open(lang, "index.md"), query)
-    return [results.nth(i).inner_text() for i in range(results.count())]
-
-
-@pytest.mark.parametrize("query", ["注意力", "投影", "查询"])
-def test_chinese_search_finds_words_inside_sentences(tab, query):
-    results = search(tab, "zh", query)
-    assert results, f"no result for {query}"
-    assert any(query in text for text in results), results[:3]
-    if query == "注意力":
-        screenshot(tab.page, "zh-search.png")
-    tab.assert_clean()
-
-
-@pytest.mark.parametrize("query", ["contiguous", "projection"])
-def test_english_search_finds_words(tab, query):
-    results = search(tab, "en", query)
-    assert any(query in text.lower() for text in results), results[:3]
-    tab.assert_clean()
-
-
-def test_copy_button_copies_the_code_of_its_block(tab):
-    p = tab.open("en", "index.md")
-    block = p.locator("article div.highlight").first
-    code = block.locator("code").inner_text()
-    block.hover()
-    block.locator("button.md-code__button[data-md-type=copy]").click()
-    copied = p.evaluate("navigator.clipboard.readText()")
-    assert copied.strip() == code.strip(), copied
-    assert "model = MHA(hidden_size=20, heads_num=4)" in copied, copied
     tab.assert_clean()
 
 
@@ -267,29 +241,10 @@ def test_screenshots_of_the_copy_buttons_in_light_and_dark_mode(sharp_tab, lang)
     sharp_tab.assert_clean()
 
 
-def test_dark_mode_toggle_switches_the_palette(tab):
-    p = tab.open("zh", "index.md")
-    before = p.locator("body").get_attribute("data-md-color-scheme")
-    p.locator("form[data-md-component=palette] label:visible").first.click()
-    p.wait_for_function(f"document.body.dataset.mdColorScheme !== '{before}'")
-    assert p.locator("body").get_attribute("data-md-color-scheme") == "slate"
-    screenshot(p, "zh-home-dark.png")
-    p.locator("form[data-md-component=palette] label:visible").first.click()  # back to light
-    p.wait_for_function("document.body.dataset.mdColorScheme === 'default'")
-    tab.assert_clean()
-
-
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_screenshots_of_walkthrough_and_api(tab, lang):
-    for page in ("walkthrough.md", "api.md"):
-        p = tab.open(lang, page)
-        screenshot(p, f"{lang}-{page.removesuffix('.md')}.png")
-    tab.assert_clean()
-
-
-def test_requests_to_other_hosts_are_caught(tab):
-    """The guard is real: a request to another host, by a script or by an element the page
-    gains, is recorded (and fails the test), and Chromium could not even resolve the host."""
+def test_the_harness_records_and_fails_requests_to_other_hosts(tab):
+    """A test of the harness (``support.Tab``), not of the site: the guard the other tests rely
+    on is real. A request to another host, by a script or by an element the page gains, is
+    recorded (and fails the test), and Chromium could not even resolve the host."""
     p = tab.open("en", "index.md")
     assert tab.outside == [], tab.outside
     for url, ask in (

@@ -26,11 +26,12 @@ from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
-from support import LANGUAGES, ROOT, Tab, mkdocs_config, nav_pages, page_path
+from support import LANGUAGES, ROOT, Tab, mkdocs_config, nav_pages, page_path, screenshot
+
+from mha_site.languages import DEFAULT
+from mha_site.markdown import CHINESE
 
 PAGES = nav_pages()
-DEFAULT = LANGUAGES[0]
-HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 ARTICLE = re.compile(r'<article class="md-content__inner[^"]*">(.*?)</article>', re.S)
 CONFIG = re.compile(r'<script id="__config" type="application/json">(.*?)</script>', re.S)
 TAG = re.compile(r"<[^>]+>")
@@ -62,6 +63,7 @@ QUERIES = {
         "转置",
         "注意力",
         "逐行走读",
+        "查询",
         "stride",
         "contiguous",
         "transpose",
@@ -103,7 +105,7 @@ def article_text(site: Path, lang: str, page: str) -> str:
 
 def uses(text: str, term: str) -> bool:
     """Whether ``text`` uses ``term``: a Chinese term anywhere, an English one at a word's start."""
-    if HAN.search(term):
+    if CHINESE.search(term):
         return term in text
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(term)}", text, re.IGNORECASE) is not None
 
@@ -128,7 +130,12 @@ def glossary_terms() -> list[str]:
     terms = []
     for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if line.startswith("|") and len(cells) == 3 and HAN.search(cells[1]) and cells[1] != "中文":
+        if (
+            line.startswith("|")
+            and len(cells) == 3
+            and CHINESE.search(cells[1])
+            and cells[1] != "中文"
+        ):
             terms.append(cells[1])
     return terms
 
@@ -147,7 +154,7 @@ def test_each_language_has_an_index_of_its_own_pages(built_site, lang):
     assert {page_of(loc) for loc in locations} == {page_path(DEFAULT, p) for p in PAGES}
     # Each page's entry is the page of this language: its title is in the reader's language.
     titles = [doc["title"] for doc in docs if "#" not in doc["location"]]
-    chinese = [title for title in titles if HAN.search(title)]
+    chinese = [title for title in titles if CHINESE.search(title)]
     assert chinese == (titles if lang == "zh" else []), (lang, titles)
 
 
@@ -321,6 +328,8 @@ def test_search_stays_in_the_readers_language_and_finds_every_page(
     search_page, site_url, built_site, lang, query
 ):
     links = search(search_page, site_url, lang, query)
+    if (lang, query) == ("zh", "注意力"):
+        screenshot(search_page, "zh-search.png")
     elsewhere = [link for link in links if language_of(link) != lang]
     assert not elsewhere, f"a {lang} reader searching {query} got other languages: {elsewhere}"
     prefix = "" if lang == DEFAULT else f"{lang}/"
