@@ -283,6 +283,10 @@ def each_doc_page(test):
 # ---- The browser --------------------------------------------------------------------------------
 
 SCREENSHOTS = ROOT / "screenshots"
+# The palette of mkdocs.yml: the reader's preference (``prefers-color-scheme``) -> Material's scheme.
+SCHEMES = {"light": "default", "dark": "slate"}
+# The screens the browser tests look at the site on.
+SCREENS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 800}}
 INSTALL = "install them with: apt-get install chromium fonts-noto-cjk"
 CHROMIUM_ARGS = [
     "--headless",
@@ -382,6 +386,25 @@ class Tab:
     def assert_clean(self):
         assert not self.outside, f"requests to other hosts: {self.outside}"
         assert not self.errors, "\n".join(self.errors)
+
+
+def new_context(browser, screen: str = "desktop", scheme: str = "light", **options):
+    """A browser context with ``screen``'s size, for a reader who prefers ``scheme``. Each page
+    opens as on a first visit, in the preferred scheme: Material stores a scheme chosen with the
+    palette toggle (``switch_scheme``), and each page forgets it before Material reads it."""
+    context = browser.new_context(viewport=SCREENS[screen], color_scheme=scheme, **options)
+    context.add_init_script(script="try { localStorage.clear() } catch (e) {}")
+    return context
+
+
+def switch_scheme(p, scheme: str) -> None:
+    """Switch the page to ``scheme`` in place with the palette toggle, as a reader does."""
+    p.locator("form[data-md-component=palette] label:visible").first.click()
+    p.wait_for_function(
+        "scheme => document.body.dataset.mdColorScheme === scheme"
+        " && !document.body.hasAttribute('data-md-color-switching')",
+        arg=SCHEMES[scheme],
+    )
 
 
 def screenshot(target, name: str, full_page: bool = False) -> None:

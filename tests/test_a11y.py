@@ -25,11 +25,15 @@ import pytest
 from support import (
     LANGUAGES,
     ROOT,
+    SCHEMES,
+    SCREENS,
     Tab,
     mkdocs_config,
     nav_pages,
+    new_context,
     page_path,
     screenshot,
+    switch_scheme,
     type_search,
 )
 
@@ -39,12 +43,8 @@ PAGES = nav_pages()
 AXE = ROOT / "build" / "axe" / "axe.min.js"
 WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 AXE_OPTIONS = {"runOnly": {"type": "tag", "values": WCAG_TAGS}, "resultTypes": ["violations"]}
-SCHEMES = {"light": "default", "dark": "slate"}
-DESKTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 800}
 # The page checks, per screen: the schemes checked, one after the other, in one load of the page.
 CHECKS = {"desktop": ("light", "dark"), "phone": ("light",)}
-SCREENS = {"desktop": DESKTOP, "phone": PHONE}
 WORKERS = 2  # tabs checking pages side by side: one per core of the machines this runs on
 # Violations not counted, as (rule, CSS selector of the elements) -> reason. Each needs a reason.
 PENDING: dict[tuple[str, str], str] = {}
@@ -63,13 +63,11 @@ def axe_script(browser) -> str:
     return str(AXE)
 
 
-def new_context(browser, axe_script: str, screen: str = "desktop", scheme: str = "light"):
-    """A context whose every page has axe-core (an init script: cheaper than adding it after each
-    load) and opens as on a first visit, following the reader's preference: Material stores a
-    scheme chosen with the toggle, and each page forgets it before Material reads it."""
-    context = browser.new_context(viewport=SCREENS[screen], color_scheme=scheme)
+def axe_context(browser, axe_script: str, screen: str = "desktop", scheme: str = "light"):
+    """A context (``support.new_context``) whose every page has axe-core: an init script, cheaper
+    than adding it after each load."""
+    context = new_context(browser, screen, scheme)
     context.add_init_script(path=axe_script)
-    context.add_init_script(script="try { localStorage.clear() } catch (e) {}")
     return context
 
 
@@ -81,7 +79,7 @@ def tabs(browser, site_url, axe_script):
 
     def get(screen: str, scheme: str) -> Tab:
         if (screen, scheme) not in made:
-            context = new_context(browser, axe_script, screen, scheme)
+            context = axe_context(browser, axe_script, screen, scheme)
             contexts.append(context)
             made[screen, scheme] = Tab(context, site_url)
         return made[screen, scheme]
@@ -140,22 +138,12 @@ def axe_violations(p, axe_script: str) -> list[dict]:
     return axe_result(p)
 
 
-def switch_scheme(p, scheme: str) -> None:
-    """Switch the page to ``scheme`` in place with the palette toggle, as a reader does."""
-    p.locator("form[data-md-component=palette] label:visible").first.click()
-    p.wait_for_function(
-        "scheme => document.body.dataset.mdColorScheme === scheme"
-        " && !document.body.hasAttribute('data-md-color-switching')",
-        arg=SCHEMES[scheme],
-    )
-
-
 class Worker:
     """A tab that runs one page check at a time: ``run`` yields after starting each axe check,
     so that another worker's tab checks a page in its own renderer process meanwhile."""
 
     def __init__(self, browser, site_url: str, axe_script: str):
-        self.context = new_context(browser, axe_script)
+        self.context = axe_context(browser, axe_script)
         self.tab = Tab(self.context, site_url)
         self.axe_script = axe_script
         self.job: tuple[str, str, str] | None = None

@@ -21,7 +21,16 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import torch
-from support import LANGUAGES, ROOT, page_path, screenshot
+from support import (
+    LANGUAGES,
+    ROOT,
+    SCHEMES,
+    SCREENS,
+    new_context,
+    page_path,
+    screenshot,
+    switch_scheme,
+)
 
 from mha.annotated import MHA
 from mha.trace import record
@@ -298,19 +307,21 @@ def test_built_pages_hold_each_figure(built_site):
 
 # ---- in a real browser ---------------------------------------------------------------------
 
-SCHEMES = {"light": "default", "dark": "slate"}
-SCREENS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 800}}
-
 
 @pytest.mark.browser
 @pytest.mark.parametrize("screen", SCREENS)
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_figures_render_in_both_schemes(browser, site_url, scheme, screen):
-    context = browser.new_context(viewport=SCREENS[screen], color_scheme=scheme)
+def test_figures_render_in_both_schemes(browser, site_url, screen):
+    """Each page with pictures opens in the light scheme and is checked, then the palette toggle
+    switches it to dark in place and it is checked again."""
+    context = new_context(browser, screen)
     try:
         page = context.new_page()
-        for (language, doc), names in markers().items():
-            page.goto(site_url + page_path(language, doc), wait_until="load")
+        visits = [(*page_names, scheme) for page_names in markers().items() for scheme in SCHEMES]
+        for (language, doc), names, scheme in visits:
+            if scheme == "light":
+                page.goto(site_url + page_path(language, doc), wait_until="load")
+            else:
+                switch_scheme(page, scheme)
             shown = page.locator("body").get_attribute("data-md-color-scheme")
             assert shown == SCHEMES[scheme], (language, doc, shown)
             figures = page.locator(".mha-figure")
