@@ -43,8 +43,13 @@ PAGES = nav_pages()
 AXE = ROOT / "build" / "axe" / "axe.min.js"
 WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 AXE_OPTIONS = {"runOnly": {"type": "tag", "values": WCAG_TAGS}, "resultTypes": ["violations"]}
-# The page checks, per screen: the schemes checked, one after the other, in one load of the page.
-CHECKS = {"desktop": ("light", "dark"), "phone": ("light",)}
+# The checks, per kind: a page on the desktop screen in each scheme, one after the other in one
+# load of the page; a page on the phone screen; Material's widgets, open, in a scheme.
+STATES = {
+    "desktop": ("light", "dark"),
+    "phone": ("light",),
+    "widgets": ("search", "highlight", "menu"),
+}
 WORKERS = 2  # tabs checking pages side by side: one per core of the machines this runs on
 # Violations not counted, as (rule, CSS selector of the elements) -> reason. Each needs a reason.
 PENDING: dict[tuple[str, str], str] = {}
@@ -132,12 +137,6 @@ def axe_result(p) -> list[dict]:
     return kept
 
 
-def axe_violations(p, axe_script: str) -> list[dict]:
-    """axe's WCAG 2 A/AA violations on the page as it is now, less the PENDING ones."""
-    start_axe(p, axe_script)
-    return axe_result(p)
-
-
 class Worker:
     """A tab that runs one page check at a time: ``run`` yields after starting each axe check,
     so that another worker's tab checks a page in its own renderer process meanwhile."""
@@ -153,36 +152,65 @@ class Worker:
         """Whether the check it started has finished (asked without waiting)."""
         return self.tab.page.evaluate("window.mhaAxeDone === true")
 
-    def run(self, results: dict, screen: str, lang: str, page: str):
-        """Check the page on ``screen`` in each of its schemes; results go to ``results``."""
+    def run(self, results: dict, kind: str, lang: str, target: str):
+        """Run the checks of a job; results go to ``results``, keyed (kind, state, lang, target)."""
+        steps = self.widgets(lang, target) if kind == "widgets" else self.page(kind, lang, target)
+        for state in steps:
+            yield
+            results[kind, state, lang, target] = axe_result(self.tab.page)
+
+    def page(self, screen: str, lang: str, page: str):
+        """Check the page on ``screen`` in each of its schemes: yields each scheme started."""
         p = self.tab.page
         p.set_viewport_size(SCREENS[screen])
         open_page(self.tab, lang, page, "light")
-        for scheme in CHECKS[screen]:
+        for scheme in STATES[screen]:
             if scheme != "light":
                 switch_scheme(p, scheme)
             start_axe(p, self.axe_script)
-            yield
-            results[screen, scheme, lang, page] = axe_result(p)
+            yield scheme
             if screen == "desktop" and page == "walkthrough.md":
                 # code-heavy: its colours, looked at in screenshots/
                 p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
                 screenshot(p, f"a11y-{lang}-walkthrough-{scheme}.png")
 
+    def widgets(self, lang: str, scheme: str):
+        """Check Material's widgets open, in ``scheme``: search with results, the page a result
+        leads to with the term highlighted, the language menu. Yields each state started."""
+        p, term = self.tab.page, SEARCH_TERMS[lang]
+        p.set_viewport_size(SCREENS["desktop"])
+        for page, query in (("index.md", ""), ("walkthrough.md", f"?h={term}")):
+            open_page(self.tab, lang, page, "light", query)
+            if scheme != "light":
+                switch_scheme(p, scheme)
+            if not query:
+                type_search(p, term)
+                start_axe(p, self.axe_script)
+                yield "search"
+        assert p.locator("article mark[data-md-highlight]").count(), f"{term} is not highlighted"
+        start_axe(p, self.axe_script)
+        yield "highlight"
+        p.hover(".md-header .md-select")
+        p.locator(".md-select__link[hreflang]").first.wait_for(state="visible")
+        start_axe(p, self.axe_script)
+        yield "menu"
+
 
 class PageChecks:
-    """The page checks the selected tests ask for, run ahead of them by ``WORKERS`` tabs side by
-    side, in the order the tests ask; each result waits, kept, for its own test, which asserts on
-    it. A check that fails (a page that does not load, say) fails each of its own tests."""
+    """The checks the selected tests ask for, run ahead of them by ``WORKERS`` tabs side by side,
+    in the order the tests ask; each result waits, kept, for its own test, which asserts on it. A
+    job that fails (a page that does not load, say) fails each of its tests."""
 
     def __init__(self, workers: list[Worker], jobs: list[tuple[str, str, str]]):
-        self.workers, self.jobs = workers, jobs  # jobs: (screen, lang, page), in test order
+        self.workers, self.jobs = workers, jobs  # jobs: (kind, lang, target), in test order
         self.results: dict[tuple[str, str, str, str], object] = {}
 
-    def violations(self, screen: str, scheme: str, lang: str, page: str) -> list[dict]:
-        assert scheme in CHECKS[screen], f"no {scheme} check on the {screen} screen"
-        key = (screen, scheme, lang, page)
-        job = (screen, lang, page)
+    def violations(self, kind: str, state: str, lang: str, target: str) -> list[dict]:
+        """axe's WCAG 2 A/AA violations, less the PENDING ones, of the page ``target`` (or of the
+        widgets in the scheme ``target``) in ``state``."""
+        assert state in STATES[kind], f"no {state} check of {kind}"
+        key = (kind, state, lang, target)
+        job = (kind, lang, target)
         if key not in self.results and job not in self.jobs + [w.job for w in self.workers]:
             self.jobs.insert(0, job)  # not planned (asked again, or by a test run on its own)
         while key not in self.results:
@@ -214,26 +242,28 @@ class PageChecks:
         except StopIteration:
             worker.job = None
         except Exception as error:  # each test of the job reports it
-            screen, lang, page = worker.job
-            for scheme in CHECKS[screen]:
-                self.results.setdefault((screen, scheme, lang, page), error)
+            kind, lang, target = worker.job
+            for state in STATES[kind]:
+                self.results.setdefault((kind, state, lang, target), error)
             worker.job = None
 
 
 @pytest.fixture(scope="module")
 def page_checks(request, browser, site_url, axe_script) -> PageChecks:
-    """The page checks the selected tests of this module ask for, in their order."""
+    """The checks the selected tests of this module ask for, in their order."""
+    kinds = {
+        "test_page_has_no_wcag_violation": ("desktop", "page"),
+        "test_page_on_a_phone_has_no_wcag_violation": ("phone", "page"),
+        "test_search_highlight_and_language_menu_have_no_wcag_violation": ("widgets", "scheme"),
+    }
     jobs = []
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if "page" not in params or getattr(item, "module", None) is not request.module:
+        if getattr(item, "module", None) is not request.module or item.originalname not in kinds:
             continue
-        screen = {
-            "test_page_has_no_wcag_violation": "desktop",
-            "test_page_on_a_phone_has_no_wcag_violation": "phone",
-        }.get(item.originalname)
-        if screen and (screen, params["lang"], params["page"]) not in jobs:
-            jobs.append((screen, params["lang"], params["page"]))
+        kind, target = kinds[item.originalname]
+        if (kind, params["lang"], params[target]) not in jobs:
+            jobs.append((kind, params["lang"], params[target]))
     # Each page's phone check right after its desktop one (the phone tests come last).
     first: dict[tuple[str, str], int] = {}
     for _, lang, page in jobs:
@@ -310,21 +340,13 @@ def test_page_on_a_phone_has_no_wcag_violation(page_checks, page, lang):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_search_highlight_and_language_menu_have_no_wcag_violation(tabs, axe_script, lang, scheme):
-    tab = tabs("desktop", scheme)
+def test_search_highlight_and_language_menu_have_no_wcag_violation(page_checks, lang, scheme):
     term = SEARCH_TERMS[lang]
-
-    p = open_page(tab, lang, "index.md", scheme)
-    type_search(p, term)
-    found = axe_violations(p, axe_script)
-    assert not found, report(found, f"{lang} search for {term} ({scheme})")
-
-    p = open_page(tab, lang, "walkthrough.md", scheme, query=f"?h={term}")
-    assert p.locator("article mark[data-md-highlight]").count(), f"{term} is not highlighted"
-    found = axe_violations(p, axe_script)
-    assert not found, report(found, f"{lang}/walkthrough.md?h={term} ({scheme})")
-
-    p.hover(".md-header .md-select")
-    p.locator(".md-select__link[hreflang]").first.wait_for(state="visible")
-    found = axe_violations(p, axe_script)
-    assert not found, report(found, f"{lang}/walkthrough.md language menu ({scheme})")
+    where = {
+        "search": f"{lang} search for {term}",
+        "highlight": f"{lang}/walkthrough.md?h={term}",
+        "menu": f"{lang}/walkthrough.md language menu",
+    }
+    for state in STATES["widgets"]:
+        found = page_checks.violations("widgets", state, lang, scheme)
+        assert not found, report(found, f"{where[state]} ({scheme})")
