@@ -179,6 +179,7 @@ def test_gradients_pass_gradcheck_in_float64_for_input_and_parameters(MHA, shape
         return functional_call(model, dict(zip(names, params, strict=True)), (x,))
 
     assert len(params) == 8  # W_q, W_k, W_v, W_o: weight and bias each
+    # gradcheck's tolerance is for its finite differences (steps of eps), not for rounding
     assert torch.autograd.gradcheck(f, (x, *params), eps=1e-6, atol=1e-5)
 
 
