@@ -370,6 +370,8 @@ def test_is_causal_equals_sdpa_with_causal_mask_for_any_q_len_and_k_len(fast, sh
 
 @paths
 def test_sdpa_is_causal_is_top_left_so_a_new_query_after_a_cache_would_see_only_key_0(fast):
+    """Half characterisation: it pins PyTorch's behaviour (SDPA's ``is_causal``), which the masks
+    page explains as "the top-left trap" (if PyTorch changes, the page must), and checks ours."""
     # The trap: at a decoding step (q_len 1 < k_len 4) SDPA's is_causal=True keeps the top-left
     # triangle, so the newest query sees key 0 alone; ours is lower-right: it sees all 4 keys.
     torch.manual_seed(0)
