@@ -41,7 +41,7 @@ from mha_site.languages import LANGUAGES, ROOT, mkdocs_config
 
 # ---- The design post's code, verbatim (the seed we explain; not ours) --------------------------
 def design_sizes(batch_size: int, seq_len: int, heads_num: int, head_size: int) -> dict[str, int]:
-    """The design's dimension names and their sizes (``hidden_size`` = ``heads_num * head_size``)."""
+    """The design's dimension names and their sizes (``hidden_size = heads_num * head_size``)."""
     return {
         "batch_size": batch_size,
         "seq_len": seq_len,
@@ -187,7 +187,7 @@ AUTOCAST_CASES = [
 ]
 
 
-# ---- Hypothesis: one profile, shared strategies ---------------------------------------------------
+# ---- Hypothesis: one profile, shared strategies -------------------------------------------------
 
 # No deadline: a first call into torch (a kernel chosen, a module built) can take longer than
 # hypothesis's 200 ms and would be reported as flaky. 30 examples per property; a test that needs
