@@ -283,7 +283,7 @@ def each_doc_page(test):
 # ---- The browser --------------------------------------------------------------------------------
 
 SCREENSHOTS = ROOT / "screenshots"
-# The palette of mkdocs.yml: the reader's preference (``prefers-color-scheme``) -> Material's scheme.
+# mkdocs.yml's palette: the reader's preference (``prefers-color-scheme``) -> Material's scheme.
 SCHEMES = {"light": "default", "dark": "slate"}
 # The screens the browser tests look at the site on.
 SCREENS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 800}}
