@@ -40,12 +40,16 @@ def test_every_module_is_loaded_once_under_its_package_name():
     for name in names:
         if not name.endswith("__main__"):
             importlib.import_module(name)
-    loaded = [
-        name
-        for name, module in list(sys.modules.items())
-        if getattr(module, "__file__", None) and Path(module.__file__).resolve() in files
-    ]
-    assert sorted(loaded) == sorted(n for n in names if not n.endswith("__main__")), loaded
+    loaded: dict[Path, list[str]] = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) and Path(module.__file__).resolve()
+        if path in files:
+            loaded.setdefault(path, []).append(name)
+    for path, loaded_as in loaded.items():
+        assert loaded_as == [names[files.index(path)]], (path, loaded_as)
+    assert {n for n in names if not n.endswith("__main__")} <= {
+        n for v in loaded.values() for n in v
+    }
 
 
 def test_mkdocs_finds_the_plugin_by_its_entry_point():
