@@ -12,6 +12,8 @@ import re
 import pytest
 from support import LANGUAGES, nav_pages, page_path
 
+from mha_site.markdown import CHINESE_TEXT
+
 PAGES = nav_pages()
 LEFTOVER_LATEX = re.compile(r"\\\(|\\\)|\\\[|\\\]|\$\$|\\[A-Za-z]+\{")
 NOT_PROSE = re.compile(r"<(pre|code|script|style|textarea|math)\b.*?</\1>", re.DOTALL)
@@ -108,8 +110,7 @@ def test_api_reference_has_section_headings_in_each_language(built_site):
 
 def test_no_line_break_inside_chinese_text(built_site):
     """A line break in Chinese prose would show as a space (mha_site/cjk_breaks.py removes them)."""
-    cjk = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
-    inside = re.compile(f"[{cjk}][ \\t]*\\n[ \\t]*[{cjk}]")
+    inside = re.compile(f"[{CHINESE_TEXT}][ \\t]*\\n[ \\t]*[{CHINESE_TEXT}]")
     for path in sorted((built_site / "zh").rglob("*.html")):
         prose = NOT_PROSE.sub("<code/>", path.read_text(encoding="utf-8"))
         found = inside.search(prose)

@@ -19,7 +19,7 @@ from support import LANGUAGES, ROOT, assert_close
 
 from mha.full import MHA, padding_mask
 from mha_site import pictures_heatmaps as heatmaps
-from mha_site.markdown import CHINESE
+from mha_site.markdown import CHINESE, fences
 
 SVG = "{http://www.w3.org/2000/svg}"
 VARIANTS = ("none", "causal", "padding")
@@ -189,7 +189,7 @@ def snippet(language: str) -> str:
     """The first python block after the padding picture on the masks page."""
     page = (ROOT / "docs" / language / "masks.md").read_text(encoding="utf-8")
     after = page.split("<!-- picture: heatmap-padding -->", 1)[1]
-    return re.search(r"^```python\n(.*?)^```", after, re.S | re.M)[1]
+    return next(block.body for block in fences(after) if block.language == "python")
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
