@@ -11,8 +11,8 @@ there (CONTRIBUTING.md says what the tests then ask of them).
 
 With ``--picture NAME`` it also starts the chapter's picture: a generator module
 ``mha_site/pictures_SLUG.py`` whose picture ``NAME`` is drawn from a real run of ``mha``,
-registered in ``mha_site.pictures.GENERATORS``, and the marker ``<!-- picture: NAME -->`` on both
-pages.
+registered in ``mha_site.pictures.GENERATORS``, the marker ``<!-- picture: NAME -->`` on both
+pages, and the picture's run in ``tests/test_pictures.py`` (``DRAWN``, ``PAGE_RUNS``).
 """
 
 from __future__ import annotations
@@ -124,6 +124,23 @@ def add_generator(pictures_source: str, module: str) -> str:
     return out
 
 
+def add_runs(test_source: str, slug: str, name: str) -> str:
+    """``tests/test_pictures.py``'s text with the picture and its page in its tables of runs
+    (``DRAWN``, ``PAGE_RUNS``), both drawing the pages' own run, ``PAGE``: the run the generator
+    draws. A contributor who draws another run changes these two lines, and the test checks it."""
+    out = test_source
+    for head, line in (
+        ("DRAWN = {\n", f'    "{name}": PAGE,\n'),
+        ("PAGE_RUNS = {\n", f'    "{slug}.md": PAGE,\n'),
+    ):
+        start = out.find(head)
+        if start < 0:
+            raise ValueError(f"tests/test_pictures.py has no {head.strip()!r} table")
+        end = out.index("\n}", start) + 1
+        out = out[:end] + line + out[end:]
+    return out
+
+
 def with_picture(page: str, name: str) -> str:
     """A scaffolded page with the picture's marker after its first code block."""
     end = page.index("```\n", page.index("```python")) + 4
@@ -177,12 +194,15 @@ def scaffold(
     if picture is not None:
         registry = root / "mha_site" / "pictures.py"
         registered = add_generator(registry.read_text(encoding="utf-8"), generator.stem)
+        runs = root / "tests" / "test_pictures.py"
+        with_runs = add_runs(runs.read_text(encoding="utf-8"), slug, picture)
         function = picture.replace("-", "_") + "_picture"
         generator.write_text(
             GENERATOR.format(slug=slug, name=picture, function=function), encoding="utf-8"
         )
         registry.write_text(registered, encoding="utf-8")
-        written += [generator, registry]
+        runs.write_text(with_runs, encoding="utf-8")
+        written += [generator, registry, runs]
     for language, page in zip(LANGUAGES, pages, strict=True):
         text = PAGES[language].format(title=titles[language], slug=slug)
         page.write_text(with_picture(text, picture) if picture else text, encoding="utf-8")

@@ -86,8 +86,13 @@ DRAWN = {
     **{name: (16, 4, (2, 6, 16)) for name in HEATMAPS},  # 2 sentences of 6 positions
     **{name: None for name in BENCH},
 }
-# The run of each page that shows pictures (None: the benchmark's page).
-PAGE_RUNS = {"walkthrough.md": PAGE, "masks.md": PAGE, "performance.md": None}
+# The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
+# adds its page here and its picture to DRAWN, both drawing the pages' own run.
+PAGE_RUNS = {
+    "walkthrough.md": PAGE,
+    "masks.md": PAGE,
+    "performance.md": None,
+}
 
 
 def recorded(hidden_size: int, heads_num: int, x_shape: tuple[int, ...]):

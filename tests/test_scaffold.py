@@ -76,12 +76,17 @@ def test_with_a_picture_the_scaffold_registers_a_generator_that_draws_a_real_run
     shutil.copytree(
         ROOT / "mha_site", copy / "mha_site", ignore=shutil.ignore_patterns("__pycache__")
     )
+    (copy / "tests").mkdir()
+    shutil.copy(ROOT / "tests/test_pictures.py", copy / "tests/test_pictures.py")
     scaffold.scaffold(
         "rope", "Rotary embeddings", "旋转位置编码", "gqa", picture="rope-angles", root=copy
     )
     registry = (copy / "mha_site/pictures.py").read_text(encoding="utf-8")
     head, generators = registry.split("GENERATORS = (", 1)
     assert "    pictures_rope,\n" in head and "    pictures_rope,\n" in generators
+    runs = (copy / "tests/test_pictures.py").read_text(encoding="utf-8")
+    drawn, page_runs = runs.split("DRAWN = {", 1)[1].split("PAGE_RUNS = {", 1)
+    assert '    "rope-angles": PAGE,\n}' in drawn and '    "rope.md": PAGE,\n}' in page_runs
     for language in ("en", "zh"):
         page = (copy / "docs" / language / "rope.md").read_text(encoding="utf-8")
         assert page.count("<!-- picture: rope-angles -->\n") == 1
