@@ -41,7 +41,7 @@ import griffe
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 
-from mha_site.languages import LANGUAGES, building
+from mha_site.languages import LANGUAGES, building, check
 
 MARKER = "中文:"
 # The Chinese part's section titles and the Google titles they stand for.
@@ -112,8 +112,7 @@ def in_language(docstring: str, language: str) -> str:
         ValueError: ``language`` is not ``en`` or ``zh``; or the Chinese part has a title other
             than 参数, 返回, 引发 and 属性, or an example (``>>>``).
     """
-    if language not in LANGUAGES:
-        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    check(language)
     english, chinese = split(docstring)
     if language == "en" or chinese is None:
         return english
@@ -182,9 +181,7 @@ class DocstringLanguage(griffe.Extension):
     """Keeps one language in every docstring griffe loads (``in_language``)."""
 
     def __init__(self, language: str = "en") -> None:
-        if language not in LANGUAGES:
-            raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
-        self.language = language
+        self.language = check(language)
 
     def _select(self, obj: griffe.Object) -> None:
         docstring = obj.docstring

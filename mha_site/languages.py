@@ -18,6 +18,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+"""The pages' sources: a folder per language, ``docs/en``, ``docs/zh``."""
 
 
 @functools.cache
@@ -39,6 +41,11 @@ LANGUAGES: tuple[str, ...] = _i18n_languages()
 """Every language of the site, the default first: ``("en", "zh")``."""
 DEFAULT = LANGUAGES[0]
 """The default language, built at the site's root."""
+
+
+def doc_pages() -> list[Path]:
+    """Every Markdown source page of the site, both languages, sorted: ``docs/en/api.md``, ..."""
+    return sorted(DOCS.rglob("*.md"))
 
 
 def page_language(page) -> str:

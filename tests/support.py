@@ -36,7 +36,7 @@ from torch import Tensor
 import mha.annotated
 import mha.full
 import mha.pure
-from mha_site.languages import LANGUAGES, ROOT, mkdocs_config
+from mha_site.languages import LANGUAGES, ROOT, doc_pages, mkdocs_config
 
 
 # ---- The design post's code, verbatim (the seed we explain; not ours) --------------------------
@@ -265,11 +265,6 @@ def page_path(lang: str, page: str) -> str:
     prefix = "" if lang == LANGUAGES[0] else f"{lang}/"
     slug = "" if page == "index.md" else page.removesuffix(".md") + "/"
     return prefix + slug
-
-
-def doc_pages() -> list[Path]:
-    """Every Markdown source page of the site, both languages: ``docs/en/index.md``, ..."""
-    return sorted((ROOT / "docs").rglob("*.md"))
 
 
 def each_doc_page(test):

@@ -9,15 +9,14 @@ from pathlib import Path
 import pytest
 
 from mha_site.checkers.fences import (
-    DOCS,
     collected_regions,
     fence_problems,
-    pages,
     python_blocks,
     root_sybil,
 )
+from mha_site.languages import DOCS, doc_pages
 
-PAGES = pages()
+PAGES = doc_pages()
 
 
 def test_docs_has_pages():

@@ -14,10 +14,9 @@ import re
 import textwrap
 from pathlib import Path
 
-from mha_site.languages import ROOT
+from mha_site.languages import ROOT, doc_pages
 from mha_site.markdown import INCLUDE_ONLY, Fence, fences, hidden_blocks
 
-DOCS = ROOT / "docs"
 CHECKS = re.compile(r"^\s*assert\b|^\s*>>> ", re.MULTILINE)
 PROMPT = re.compile(r"^\s*(?:>>>|\.\.\.) ?(.*)$")
 SHAPE_WORDS = ("shape", "size", "stride", "Size")
@@ -96,4 +95,4 @@ def page_problems(page: Path) -> list[str]:
 
 def check() -> list[str]:
     """Every snippet of the site's pages that checks nothing, and every weak assert."""
-    return [problem for page in sorted(DOCS.rglob("*.md")) for problem in page_problems(page)]
+    return [problem for page in doc_pages() for problem in page_problems(page)]

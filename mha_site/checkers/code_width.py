@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import unicodedata
 
-from mha_site.languages import ROOT
+from mha_site.languages import ROOT, doc_pages
 from mha_site.markdown import INCLUDE_LINE, fences
 
-DOCS = ROOT / "docs"
 LIMIT = 80
 
 
@@ -36,6 +35,6 @@ def check() -> list[str]:
     """Every code line of the site's pages wider than the column."""
     return [
         f"{page.relative_to(ROOT)}:{line}: {width} columns of code, over {LIMIT}: break the line"
-        for page in sorted(DOCS.rglob("*.md"))
+        for page in doc_pages()
         for line, width in too_wide(page.read_text(encoding="utf-8"))
     ]

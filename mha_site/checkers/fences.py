@@ -24,7 +24,7 @@ from pathlib import Path
 from sybil.evaluators.skip import Skipper
 from sybil.parsers.abstract import AbstractClearNamespaceParser
 
-from mha_site.languages import ROOT
+from mha_site.languages import DOCS, ROOT, doc_pages
 from mha_site.markdown import (
     INCLUDE_LINE,
     SKIP,
@@ -35,8 +35,6 @@ from mha_site.markdown import (
     fences,
 )
 from mha_site.runnable import sybils
-
-DOCS = ROOT / "docs"
 
 # Languages whose blocks are Python code, as Pygments and Markdown users spell them.
 PYTHON_LIKE = {
@@ -51,11 +49,6 @@ PYTHON_LIKE = {
     "ipython",
     "ipython3",
 }
-
-
-def pages() -> list[Path]:
-    """Every Markdown page under ``docs/``."""
-    return sorted(DOCS.rglob("*.md"))
 
 
 def is_python_like(block: Fence) -> bool:
@@ -129,4 +122,4 @@ def fence_problems(path: Path) -> list[str]:
 
 def check() -> list[str]:
     """Every fence problem of the site's pages."""
-    return [problem for page in pages() for problem in fence_problems(page)]
+    return [problem for page in doc_pages() for problem in fence_problems(page)]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mha_site.include_language import find_comment
-from mha_site.languages import DEFAULT, LANGUAGES, ROOT
+from mha_site.languages import DEFAULT, DOCS, LANGUAGES
 from mha_site.markdown import (
     AUTODOC,
     SKIP,
@@ -34,8 +34,6 @@ from mha_site.markdown import (
     include_targets,
 )
 from mha_site.markers import MARKER, SYBIL
-
-DOCS = ROOT / "docs"
 
 HEADING = re.compile(r"^[ \t]*(?P<level>#{1,6})[ \t]+(?P<text>.*?)[ \t]*#*[ \t]*$")
 ANCHOR = re.compile(r"\{[^}]*#(?P<anchor>[\w.:-]+)[^}]*\}\s*$")

@@ -38,10 +38,9 @@ import textwrap
 from typing import NamedTuple
 
 from mha_site.checkers import shape_table
-from mha_site.languages import DEFAULT, LANGUAGES, ROOT
+from mha_site.languages import DEFAULT, DOCS, LANGUAGES
 from mha_site.markdown import Hidden, code_blocks
 
-DOCS = ROOT / "docs"
 PAGES = ("math", "walkthrough", "shapes")
 # The chapters of the full MHA follow rules 1-3 too (their prose states few transitions).
 CHAPTERS = ("full", "masks", "cross", "cache", "gqa", "fast")

@@ -25,10 +25,9 @@ import torch
 
 from mha.annotated import MHA
 from mha.trace import Step, record
-from mha_site.languages import DEFAULT, LANGUAGES, ROOT
+from mha_site.languages import DEFAULT, DOCS, LANGUAGES
 from mha_site.markdown import fences
 
-DOCS = ROOT / "docs"
 # The tensor column, top to bottom: every tensor of MHA.forward, the one-liner split into steps.
 TENSORS = ["x", "q", "k", "v", "q", "k", "v", "q", "k", "v"]
 TENSORS += ["k_t", "scores", "qk", "attn", "out", "out_t", "out_c", "concat", "y"]
