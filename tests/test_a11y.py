@@ -12,6 +12,21 @@ never served with the site) and injected into each page. Checked, with zero viol
 - Material's widgets in their open state: search with results, the page a result leads to with
   the search term highlighted, and the language menu.
 
+Each check runs every WCAG 2 A/AA rule over what its state changes, and no rule twice over what
+it does not: the colour rules take most of axe's time (about three quarters of it on the English
+pages, timed by a run of each kind of rules on each page), and they lay out the whole page
+whatever part of it they look at.
+
+- light, on the desktop: every rule, the whole page;
+- dark: the colour rules (axe's ``cat.color``: contrast, links told apart by colour) over the
+  whole page, and every rule over the palette toggle, whose other label now shows; the switch
+  changes nothing else in the page;
+- phone: every rule but the colour rules over the whole page, the colour rules over all but the
+  article (its colours do not depend on the width: the site's CSS has no media query, Material's
+  changes the article's sizes only; they are checked on the desktop in both schemes);
+- a widget open: every rule over the widget (the search dialog, the highlighted terms, the
+  language menu); the page behind it is the page's own check.
+
 A failure lists, per page, each rule violated with its number of elements and a few of them. Rules
 left out are listed below, each with its reason. Without Chromium, CJK fonts or axe-core these tests
 skip with a reason; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/run``) they fail.
@@ -42,7 +57,39 @@ pytestmark = pytest.mark.browser
 PAGES = nav_pages()
 AXE = ROOT / "build" / "axe" / "axe.min.js"
 WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-AXE_OPTIONS = {"runOnly": {"type": "tag", "values": WCAG_TAGS}, "resultTypes": ["violations"]}
+# The rules of a run: every WCAG rule, the colour rules among them, or all the others.
+RULES = ("every", "colour", "others")
+# What each state's check runs: (context, rules) runs, a context as axe.run takes it (None: the
+# whole page). See the module's docstring for why each state checks what it checks.
+EVERYTHING = [(None, "every")]
+RUNS = {
+    "light": EVERYTHING,
+    "dark": [(None, "colour"), ({"include": [["form[data-md-component=palette]"]]}, "every")],
+    "phone": [(None, "others"), ({"exclude": [["article"]]}, "colour")],
+    "search": [({"include": [[".md-search"]]}, "every")],
+    "highlight": [({"include": [["article mark[data-md-highlight]"]]}, "every")],
+    "menu": [({"include": [[".md-header .md-select"]]}, "every")],
+}
+# axe.run's options for each kind of rules, worked out in the page from axe's own rule list.
+AXE_RUN = """([runs, tags]) => {
+    const wcag = axe.getRules(tags).filter(rule => !rule.tags.includes("experimental"));
+    const colour = wcag.filter(rule => rule.tags.includes("cat.color")).map(rule => rule.ruleId);
+    const only = values => ({ runOnly: { type: "rule", values }, resultTypes: ["violations"] });
+    const rules = {
+        every: only(wcag.map(rule => rule.ruleId)),
+        colour: only(colour),
+        others: only(wcag.map(rule => rule.ruleId).filter(id => !colour.includes(id))),
+    };
+    window.mhaAxeDone = false;
+    window.mhaAxe = new Promise(go => setTimeout(go)).then(async () => {
+        const violations = [];
+        for (const [context, kind] of runs) {
+            const found = await axe.run(context ?? document, rules[kind]);
+            violations.push(...found.violations);
+        }
+        return { violations };
+    }).finally(() => { window.mhaAxeDone = true; });
+}"""
 # The checks, per kind: a page on the desktop screen in each scheme, one after the other in one
 # load of the page; a page on the phone screen; Material's widgets, open, in a scheme.
 STATES = {
@@ -106,18 +153,14 @@ def open_page(tab: Tab, lang: str, page: str, scheme: str, query: str = ""):
     return p
 
 
-def start_axe(p, axe_script: str) -> None:
-    """Start axe's WCAG 2 A/AA check of the page as it is now; ``axe_result`` waits for it. It
-    starts in the page's next task, so this returns at once and other tabs, each in its own
-    renderer process, can check their pages meanwhile."""
+def start_axe(p, axe_script: str, state: str) -> None:
+    """Start axe's WCAG 2 A/AA check of the page as it is now in ``state`` (its RUNS);
+    ``axe_result`` waits for it. It starts in the page's next task, so this returns at once and
+    other tabs, each in its own renderer process, can check their pages meanwhile."""
     p.evaluate("document.fonts.ready")
     if not p.evaluate("typeof axe !== 'undefined'"):
         p.add_script_tag(path=axe_script)
-    p.evaluate(
-        "options => { window.mhaAxeDone = false; window.mhaAxe = new Promise(go => setTimeout(go))"
-        ".then(() => axe.run(document, options)).finally(() => { window.mhaAxeDone = true; }); }",
-        AXE_OPTIONS,
-    )
+    p.evaluate(AXE_RUN, [RUNS[state], WCAG_TAGS])
 
 
 def axe_result(p) -> list[dict]:
@@ -167,7 +210,7 @@ class Worker:
         for scheme in STATES[screen]:
             if scheme != "light":
                 switch_scheme(p, scheme)
-            start_axe(p, self.axe_script)
+            start_axe(p, self.axe_script, "phone" if screen == "phone" else scheme)
             yield scheme
             if screen == "desktop" and page == "walkthrough.md":
                 # code-heavy: its colours, looked at in screenshots/
@@ -185,14 +228,14 @@ class Worker:
                 switch_scheme(p, scheme)
             if not query:
                 type_search(p, term)
-                start_axe(p, self.axe_script)
+                start_axe(p, self.axe_script, "search")
                 yield "search"
         assert p.locator("article mark[data-md-highlight]").count(), f"{term} is not highlighted"
-        start_axe(p, self.axe_script)
+        start_axe(p, self.axe_script, "highlight")
         yield "highlight"
         p.hover(".md-header .md-select")
         p.locator(".md-select__link[hreflang]").first.wait_for(state="visible")
-        start_axe(p, self.axe_script)
+        start_axe(p, self.axe_script, "menu")
         yield "menu"
 
 
@@ -350,3 +393,45 @@ def test_search_highlight_and_language_menu_have_no_wcag_violation(page_checks, 
     for state in STATES["widgets"]:
         found = page_checks.violations("widgets", state, lang, scheme)
         assert not found, report(found, f"{where[state]} ({scheme})")
+
+
+# A fault of each kind planted where each state's check looks: (state, where, HTML) -> the rule
+# that must report it. Faint text is a colour fault, an empty button a fault of another rule.
+FAINT = '<span style="color:#d0d0d0;background:#ffffff">faint</span>'
+EMPTY = "<button></button>"
+PLANTED = {
+    ("light", "article", FAINT): "color-contrast",
+    ("light", "article", EMPTY): "button-name",
+    ("dark", "article", FAINT): "color-contrast",
+    ("dark", "form[data-md-component=palette]", EMPTY): "button-name",
+    ("phone", ".md-header", FAINT): "color-contrast",
+    ("phone", "article", EMPTY): "button-name",
+    ("search", ".md-search", FAINT): "color-contrast",
+    ("search", ".md-search", EMPTY): "button-name",
+    ("highlight", "article mark[data-md-highlight]", FAINT): "color-contrast",
+    ("menu", ".md-header .md-select", EMPTY): "button-name",
+}
+
+
+def test_each_state_checks_what_it_changes_and_catches_a_fault_planted_there(tabs, axe_script):
+    """RUNS at work: each state's check finds a fault planted where its state changes the page
+    (and the colour rules are the ones axe files under cat.color)."""
+    p = open_page(tabs("desktop", "light"), "en", "walkthrough.md", "light", "?h=stride")
+    colour = p.evaluate(
+        "tags => axe.getRules(tags).filter(r => r.tags.includes('cat.color')).map(r => r.ruleId)",
+        WCAG_TAGS,
+    )
+    assert sorted(colour) == ["color-contrast", "link-in-text-block"], colour
+    missed = []
+    for (state, where, html), rule in PLANTED.items():
+        p.evaluate(
+            "([where, html]) => document.querySelector(where).insertAdjacentHTML("
+            "'beforeend', `<span id=mha-planted>${html}</span>`)",
+            [where, html],
+        )
+        start_axe(p, axe_script, state)
+        found = {v["id"] for v in axe_result(p)}
+        p.evaluate("document.getElementById('mha-planted').remove()")
+        if rule not in found:
+            missed.append(f"{state}: {rule} planted in {where}, found {sorted(found)}")
+    assert not missed, "\n".join(missed)
