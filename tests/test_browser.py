@@ -50,15 +50,11 @@ def math_sizes(page) -> list[tuple[float, float]]:
     )
 
 
-# Module-scoped, so that pytest runs the tests of one page together: the language switch starts
-# from the page the test before loaded.
-each_page = pytest.mark.parametrize("page", PAGES, scope="module")
-
-
-@pytest.mark.parametrize("lang", LANGUAGES)
-@each_page
-def test_page_loads_without_errors_and_renders_its_math(tab, lang, page):
-    p = tab.open(lang, page)
+def check_page(tab: Tab, lang: str, page: str) -> None:
+    """The page the tab shows is ``lang``'s ``page``, loaded without an error, titled, with its
+    math rendered and its emphasis in the language's style."""
+    p = tab.page
+    assert p.url == tab.base + page_path(lang, page), p.url
     assert p.locator("html").get_attribute("lang") == lang
     assert p.locator("article h1").first.inner_text().strip(), f"{lang}/{page} has no title"
     sizes = math_sizes(p)
@@ -71,6 +67,28 @@ def test_page_loads_without_errors_and_renders_its_math(tab, lang, page):
     assert styles <= ({"normal"} if lang == "zh" else {"italic"}), f"{lang}/{page}: em {styles}"
     if page in ("walkthrough.md", "api.md"):
         screenshot(p, f"{lang}-{page.removesuffix('.md')}.png")
+    tab.assert_clean()
+
+
+def switch_language(tab: Tab, there: str, landing: str) -> None:
+    """Pick ``there`` in the header's language menu, as a reader does; wait for ``landing``."""
+    tab.errors.clear()  # from here on, the errors of the page the switch loads
+    tab.page.hover(".md-header .md-select")
+    tab.page.click(f'.md-header .md-select__link[hreflang="{there}"]')
+    tab.page.wait_for_url(landing)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_each_language_loads_clean_renders_its_math_and_switches_to_the_other(tab, page):
+    """Each language's page loads once: the first by its address, the other by the language
+    switch, which then switches back (each switch a whole page load: no navigation.instant)."""
+    first, last = LANGUAGES[0], LANGUAGES[-1]
+    tab.open(first, page)
+    check_page(tab, first, page)
+    switch_language(tab, last, tab.base + page_path(last, page))
+    check_page(tab, last, page)
+    switch_language(tab, first, tab.base + page_path(first, page))
+    assert tab.page.locator("html").get_attribute("lang") == first
     tab.assert_clean()
 
 
@@ -101,20 +119,6 @@ def test_math_is_drawn_with_the_self_hosted_math_font(tab, lang):
     tab.assert_clean()
 
 
-@each_page
-def test_language_switch_lands_on_the_twin_page(tab, page):
-    last = LANGUAGES[-1]
-    p = tab.at(last, page)  # left there by the test before
-    for here, there in ((last, LANGUAGES[0]), (LANGUAGES[0], last)):
-        # the second switch starts from the page the first one landed on
-        assert p.url == tab.base + page_path(here, page), p.url
-        p.hover(".md-header .md-select")
-        p.click(f'.md-header .md-select__link[hreflang="{there}"]')
-        p.wait_for_url(tab.base + page_path(there, page))
-        assert p.locator("html").get_attribute("lang") == there
-    tab.assert_clean()
-
-
 def test_language_switch_keeps_the_section(tab):
     first, last = LANGUAGES[0], LANGUAGES[-1]
     p = tab.open(first, "walkthrough.md")
@@ -122,9 +126,7 @@ def test_language_switch_keeps_the_section(tab):
     for here, there in ((first, last), (last, first)):
         # the second switch starts from the section the first one landed on
         assert p.url == tab.base + page_path(here, "walkthrough.md") + "#split-heads", p.url
-        p.hover(".md-header .md-select")
-        p.click(f'.md-header .md-select__link[hreflang="{there}"]')
-        p.wait_for_url(tab.base + page_path(there, "walkthrough.md") + "#split-heads")
+        switch_language(tab, there, tab.base + page_path(there, "walkthrough.md") + "#split-heads")
         assert p.locator("html").get_attribute("lang") == there
     tab.assert_clean()
 
