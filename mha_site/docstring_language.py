@@ -3,16 +3,18 @@
 The docstrings of ``mha`` are bilingual. Each is written in English, Google style, and ends with a
 section ``中文:`` that says the same in Chinese, in the same Google style with Chinese titles::
 
-    Check the constructor's sizes.
+    Multi-head attention.
 
     Args:
         hidden_size: model width, the last dimension of the input.
 
     Examples:
-        >>> check_sizes(20, 4)
+        >>> from mha.annotated import MHA
+        >>> MHA(hidden_size=20, heads_num=4).head_size
+        5
 
     中文:
-        检查构造函数的尺寸参数。
+        多头注意力。
 
         参数:
             hidden_size: 隐藏层维度，即输入最后一维的大小。

@@ -48,6 +48,16 @@ def doc_pages() -> list[Path]:
     return sorted(DOCS.rglob("*.md"))
 
 
+def nav_pages(nav: list | None = None) -> list[str]:
+    """The Markdown pages of mkdocs.yml's nav (or of ``nav``, a nav as mkdocs.yml writes it), in
+    order: ``["index.md", "math.md", ...]``."""
+    found: list[str] = []
+    for entry in mkdocs_config()["nav"] if nav is None else nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        found.extend(nav_pages(value) if isinstance(value, list) else [value])
+    return found
+
+
 def page_language(page) -> str:
     """The language of a MkDocs page: the folder of its source (``zh/annotated.md`` is ``"zh"``)."""
     first = page.file.src_uri.split("/", 1)[0]

@@ -224,3 +224,71 @@ AUTODOC = re.compile(r"^[ \t]*:::[ \t]+(?P<identifier>[\w.]+)", re.MULTILINE)
 def autodoc_identifiers(text: str) -> list[str]:
     """The objects the page ``text`` documents with mkdocstrings: ``["mha.annotated.MHA", ...]``."""
     return AUTODOC.findall(text)
+
+
+# -- Collapsible blocks (pymdownx.details) and the main thread ----------------------------------
+
+DETAILS_OPEN = re.compile(r'^(?P<indent>[ \t]*)\?\?\?\+?[ \t]+(?P<kind>[\w-]+)(?:[ \t]+"[^"]*")?')
+"""The opening line of a collapsible block: ``??? note "Deep dive: ..."`` (``???+`` opens it)."""
+
+
+def details_lines(text: str) -> set[int]:
+    """The indices (from 0) of the lines of ``text`` inside collapsible blocks (``???``), their
+    opening lines included: a block is the lines after its opening that are blank or indented
+    deeper than it.
+
+    >>> sorted(details_lines('a\\n??? note "More"\\n    b\\n\\n    c\\nd\\n'))
+    [1, 2, 3, 4]
+    """
+    lines = text.splitlines()
+    inside: set[int] = set()
+    i = 0
+    while i < len(lines):
+        opening = DETAILS_OPEN.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        depth = len(opening["indent"].expandtabs(4))
+        j = i + 1
+        while j < len(lines) and (
+            not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > depth
+        ):
+            j += 1
+        while j - 1 > i and not lines[j - 1].strip():  # trailing blank lines are not the block's
+            j -= 1
+        inside.update(range(i, j))
+        i = j
+    return inside
+
+
+MAIN_THREAD_NOISE = re.compile(
+    r"<!--.*?-->|^\$\$.*?^\$\$|`[^`\n]*`|\$[^$\n]+\$|\{[^}\n]*#[\w-]+[^}\n]*\}|<[^>\n]+>",
+    re.DOTALL | re.MULTILINE,
+)
+"""What the main thread's word count leaves out of the prose: HTML comments and tags, display and
+inline math, inline code, heading attributes (``{ #anchor }``)."""
+
+
+def main_thread(text: str) -> str:
+    """The prose a reader reads straight through: the page less its code blocks (fenced and
+    hidden), its collapsible blocks (deep dives, solutions, answers), comments, math and markup.
+
+    >>> main_thread('Two words.\\n```python\\nx = 1\\n```\\n??? note "More"\\n    hidden\\n')
+    'Two words.\\n'
+    """
+    skipped = details_lines(text)
+    for block in code_blocks(text):
+        skipped.update(block_lines(text, block))
+    kept = "".join(
+        line for i, line in enumerate(text.splitlines(keepends=True)) if i not in skipped
+    )
+    return MAIN_THREAD_NOISE.sub(" ", kept)
+
+
+def words(prose: str) -> int:
+    """How long ``prose`` is to read: its words, and each Chinese character as one.
+
+    >>> words("Scores are [2, 4, 3, 5]."), words("得分 scores 的形状")
+    (6, 6)
+    """
+    return len(CHINESE.findall(prose)) + len(re.findall(r"[A-Za-z0-9][A-Za-z0-9_'-]*", prose))

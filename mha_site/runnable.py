@@ -143,18 +143,22 @@ def check_include(example) -> None:
     compile(code, source.strip(), "exec")
 
 
-def sybils(root: Path) -> tuple[Sybil, Sybil, Sybil]:
-    """The Sybils of the pages (``docs/``), the docstrings (``mha/``) and the README, under
-    ``root``: the root ``conftest.py`` collects them, and :func:`parse` reads pages the same way.
-    Include-only fences are checked by :func:`check_include` instead of being run."""
+def sybils(root: Path) -> tuple[Sybil, ...]:
+    """The Sybils of the pages (``docs/``), the docstrings (``mha/`` and the site's build code,
+    ``mha_site/``) and the README, under ``root``: the root ``conftest.py`` collects them, and
+    :func:`parse` reads pages the same way. Include-only fences are checked by
+    :func:`check_include` instead of being run."""
     docs = Sybil(
         parsers=markdown_parsers(check_include), path=str(root / "docs"), patterns=["*.md"]
     )
-    docstrings = Sybil(parsers=docstring_parsers(), path=str(root / "mha"), patterns=["*.py"])
+    docstrings = [
+        Sybil(parsers=docstring_parsers(), path=str(root / package), patterns=["*.py"])
+        for package in ("mha", "mha_site")
+    ]
     # The README's usage example is code a reader copies first: it runs too.
     readme_blocks = PythonOrIncludeBlockParser(check_include, doctest_optionflags=DOCTEST_OPTIONS)
     readme = Sybil(parsers=[readme_blocks, SkipParser()], path=str(root), filenames=["README.md"])
-    return docs, docstrings, readme
+    return docs, *docstrings, readme
 
 
 # -- A page's blocks, as Sybil runs them -------------------------------------------------------

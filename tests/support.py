@@ -36,7 +36,13 @@ from torch import Tensor
 import mha.annotated
 import mha.full
 import mha.pure
-from mha_site.languages import LANGUAGES, ROOT, doc_pages, mkdocs_config
+from mha_site.languages import (
+    LANGUAGES,
+    ROOT,
+    doc_pages,
+    mkdocs_config,
+    nav_pages,  # noqa: F401  (the tests take it from here)
+)
 
 
 # ---- The design post's code, verbatim (the seed we explain; not ours) --------------------------
@@ -243,21 +249,6 @@ def url_prefix() -> str:
     ``/<repo>/``, and so do ``mkdocs serve`` and the browser tests): ``/mha/``."""
     path = urlsplit(mkdocs_config().get("site_url") or "").path
     return "/" + path.strip("/") + "/" if path.strip("/") else "/"
-
-
-def nav_pages() -> list[str]:
-    """The Markdown pages listed in mkdocs.yml's nav, in order (``index.md``, ``math.md``, ...)."""
-    config = mkdocs_config()
-
-    def walk(items):
-        for item in items:
-            value = next(iter(item.values())) if isinstance(item, dict) else item
-            if isinstance(value, list):
-                yield from walk(value)
-            else:
-                yield value
-
-    return list(walk(config["nav"]))
 
 
 def page_path(lang: str, page: str) -> str:

@@ -10,7 +10,7 @@ import yaml
 
 from mha_site import scaffold
 from mha_site.checkers import parity
-from mha_site.languages import ROOT
+from mha_site.languages import ROOT, nav_pages
 
 
 @pytest.fixture
@@ -18,12 +18,6 @@ def copy(tmp_path):
     shutil.copytree(ROOT / "docs", tmp_path / "docs", ignore=shutil.ignore_patterns("assets"))
     shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
     return tmp_path
-
-
-def nav_files(items):
-    for item in items:
-        value = next(iter(item.values()))
-        yield from nav_files(value) if isinstance(value, list) else [value]
 
 
 def test_the_scaffold_writes_twin_pages_and_both_nav_entries(copy):
@@ -41,7 +35,7 @@ def test_the_scaffold_writes_twin_pages_and_both_nav_entries(copy):
         "      - Rotary embeddings: rope.md",
     ]
     config = yaml.safe_load(after)
-    files = list(nav_files(config["nav"]))
+    files = nav_pages(config["nav"])
     assert files[files.index("gqa.md") + 1] == "rope.md"
     (i18n,) = [p["i18n"] for p in config["plugins"] if isinstance(p, dict) and "i18n" in p]
     (zh,) = [lang for lang in i18n["languages"] if lang["locale"] == "zh"]
