@@ -26,6 +26,7 @@ from mha_site import (
     pictures_heatmaps,
     pictures_memory,
     pictures_perf,
+    pictures_why,
 )
 
 # The generator modules, one per line: a new one is imported and added here (the scaffold does it).
@@ -34,6 +35,7 @@ GENERATORS = (
     pictures_heatmaps,
     pictures_memory,
     pictures_perf,
+    pictures_why,
 )
 
 

@@ -85,6 +85,7 @@ DRAWN = {
     **{name: (4, 2, (1, 3, 4)) for name in MEMORY},
     **{name: (16, 4, (2, 6, 16)) for name in HEATMAPS},  # 2 sentences of 6 positions
     **{name: None for name in BENCH},
+    "transformer-block": PAGE,
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -92,6 +93,7 @@ PAGE_RUNS = {
     "walkthrough.md": PAGE,
     "masks.md": PAGE,
     "performance.md": None,
+    "why.md": PAGE,
 }
 
 
