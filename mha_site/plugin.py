@@ -23,6 +23,7 @@ from mha_site import (
     markers,
     math_font,
     mathml,
+    notation_link,
     runnable,
     search_dictionary,
     search_language,
@@ -40,6 +41,7 @@ STEPS = (
     docstring_language,  # the API page's docstrings in the page's language
     runnable,  # every snippet's "copy as a runnable script"
     explorer,  # the shape explorer's steps, from a real mha.trace.record run (JSON in the page)
+    notation_link,  # under each page's title, a link to the notation page
 )
 
 

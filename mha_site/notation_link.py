@@ -1,0 +1,81 @@
+"""Build step: every page links to the notation page, right under its title.
+
+The notation page (``notation.md``) gives each symbol, size and index letter of the site one
+meaning. Rather than a line written on every page (and forgotten on the next one), this step puts
+one short line under each page's title (its first ``# `` heading outside code), in the page's
+language, with a link relative to the page. The notation page itself gets none. The line is left
+out of the search index (Material's ``data-search-exclude``), so a page's search preview still
+begins with its own text.
+
+>>> page = "# Masks { #masks }\\n\\nA mask says ...\\n"
+>>> print(with_link(page, "en", "notation.md"))
+# Masks { #masks }
+<BLANKLINE>
+Symbols and sizes: see [Notation](notation.md).
+{ data-search-exclude }
+<BLANKLINE>
+A mask says ...
+<BLANKLINE>
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+
+from mkdocs.plugins import event_priority
+
+from mha_site.languages import LANGUAGES, page_language, tr
+from mha_site.markdown import block_lines, code_blocks
+
+log = logging.getLogger("mkdocs.plugins.mha_site.notation_link")
+
+NOTATION = "notation.md"
+"""The notation page, in each language's folder."""
+TITLE = re.compile(r"^# \S")
+"""A page's title: an ATX heading of level 1."""
+NOT_SEARCHED = "{ data-search-exclude }"
+"""attr_list's attribute on the line's paragraph: Material's search leaves the paragraph out."""
+
+
+def line(language: str, link: str) -> str:
+    """The line that links to the notation page, in ``language``, with the link ``link``."""
+    return tr(
+        language,
+        f"Symbols and sizes: see [Notation]({link}).",
+        f"符号与尺寸见[记号]({link})。",
+    )
+
+
+def with_link(markdown: str, language: str, link: str) -> str | None:
+    """``markdown`` with the notation line right under its title, or ``None`` without a title."""
+    lines = markdown.splitlines(keepends=True)
+    in_code = {i for block in code_blocks(markdown) for i in block_lines(markdown, block)}
+    for i, text in enumerate(lines):
+        if i not in in_code and TITLE.match(text):
+            added = "\n" + line(language, link) + "\n" + NOT_SEARCHED + "\n\n"
+            head = "".join(lines[: i + 1])
+            head = head if head.endswith("\n") else head + "\n"
+            rest = "".join(lines[i + 1 :]).lstrip("\n")
+            return head + added + rest
+    return None
+
+
+def page_path(page) -> str:
+    """The page's path within its language's folder: ``zh/masks.md`` is ``masks.md``."""
+    first, _, rest = page.file.src_uri.partition("/")
+    return rest if first in LANGUAGES and rest else page.file.src_uri
+
+
+@event_priority(-50)  # after the other steps' Markdown (includes, pictures): the line comes last
+def on_page_markdown(markdown: str, page, **kwargs) -> str:
+    path = page_path(page)
+    if path == NOTATION:
+        return markdown
+    link = posixpath.relpath(NOTATION, posixpath.dirname(path) or ".")
+    linked = with_link(markdown, page_language(page), link)
+    if linked is None:
+        log.warning("%s: no '# ' title, so no link to the notation page", page.file.src_uri)
+        return markdown
+    return linked
