@@ -58,10 +58,19 @@ def nav_pages(nav: list | None = None) -> list[str]:
     return found
 
 
+def _language_and_path(page) -> tuple[str, str]:
+    first, _, rest = page.file.src_uri.partition("/")
+    return (first, rest) if first in LANGUAGES and rest else (DEFAULT, page.file.src_uri)
+
+
 def page_language(page) -> str:
     """The language of a MkDocs page: the folder of its source (``zh/annotated.md`` is ``"zh"``)."""
-    first = page.file.src_uri.split("/", 1)[0]
-    return first if first in LANGUAGES else DEFAULT
+    return _language_and_path(page)[0]
+
+
+def page_path(page) -> str:
+    """A MkDocs page's path within its language's folder: ``zh/masks.md`` is ``masks.md``."""
+    return _language_and_path(page)[1]
 
 
 def building(config) -> str:

@@ -208,6 +208,12 @@ def code_blocks(text: str) -> list[Fence]:
     return sorted([*fences(text), *hidden_blocks(text)], key=lambda block: block.start)
 
 
+def code_block_lines(text: str) -> set[int]:
+    """The indices (from 0) of the lines of ``text`` that its code blocks take, fenced or hidden,
+    their opening and closing lines included."""
+    return {i for block in code_blocks(text) for i in block_lines(text, block)}
+
+
 # -- Directives: Sybil's skips, mkdocstrings' objects --------------------------------------------
 
 SKIP = re.compile(r"<!--[ \t-]*skip\b[^\n]*?-->")
@@ -276,9 +282,7 @@ def main_thread(text: str) -> str:
     >>> main_thread('Two words.\\n```python\\nx = 1\\n```\\n??? note "More"\\n    hidden\\n')
     'Two words.\\n'
     """
-    skipped = details_lines(text)
-    for block in code_blocks(text):
-        skipped.update(block_lines(text, block))
+    skipped = details_lines(text) | code_block_lines(text)
     kept = "".join(
         line for i, line in enumerate(text.splitlines(keepends=True)) if i not in skipped
     )

@@ -26,8 +26,8 @@ import re
 
 from mkdocs.plugins import event_priority
 
-from mha_site.languages import LANGUAGES, page_language, tr
-from mha_site.markdown import block_lines, code_blocks
+from mha_site.languages import page_language, page_path, tr
+from mha_site.markdown import code_block_lines
 
 log = logging.getLogger("mkdocs.plugins.mha_site.notation_link")
 
@@ -51,7 +51,7 @@ def line(language: str, link: str) -> str:
 def with_link(markdown: str, language: str, link: str) -> str | None:
     """``markdown`` with the notation line right under its title, or ``None`` without a title."""
     lines = markdown.splitlines(keepends=True)
-    in_code = {i for block in code_blocks(markdown) for i in block_lines(markdown, block)}
+    in_code = code_block_lines(markdown)
     for i, text in enumerate(lines):
         if i not in in_code and TITLE.match(text):
             added = "\n" + line(language, link) + "\n" + NOT_SEARCHED + "\n\n"
@@ -60,12 +60,6 @@ def with_link(markdown: str, language: str, link: str) -> str | None:
             rest = "".join(lines[i + 1 :]).lstrip("\n")
             return head + added + rest
     return None
-
-
-def page_path(page) -> str:
-    """The page's path within its language's folder: ``zh/masks.md`` is ``masks.md``."""
-    first, _, rest = page.file.src_uri.partition("/")
-    return rest if first in LANGUAGES and rest else page.file.src_uri
 
 
 @event_priority(-50)  # after the other steps' Markdown (includes, pictures): the line comes last
