@@ -42,9 +42,9 @@ x = torch.randn(2, 3, 20)  # [batch_size=2, seq_len=3, hidden_size=20]
 assert MHA(hidden_size=20, heads_num=4)(x).shape == (2, 3, 20)
 ```
 
-## Summary {{ #summary }}
+## Recap {{ #summary }}
 
-- What a reader should take away.
+- Three to five things the reader can now do.
 """,
     "zh": """\
 # {title} {{ #{slug} }}
@@ -63,7 +63,7 @@ assert MHA(hidden_size=20, heads_num=4)(x).shape == (2, 3, 20)
 
 ## 小结 {{ #summary }}
 
-- 读者应该记住的要点。
+- 三到五条：读完本页，读者能做什么。
 """,
 }
 
