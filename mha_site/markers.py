@@ -3,14 +3,15 @@ every kind, a line of its own, the same in both languages:
 
     <!-- picture: split-heads -->
     <!-- bench-table: memory-masked -->
+    <!-- shape-sheet: full -->
 
 ``KINDS`` registers each kind: the names it knows, what replaces its marker, and when. A picture is
 inlined SVG, put into the page's HTML (after the other steps changed it: the SVG is not Markdown);
-a benchmark table is Markdown, put into the page's Markdown before it is rendered. A marker of
-another kind (a typo, ``<!-- pictures: x -->``), a name no kind knows, or a drawing that fails is a
-warning, which fails ``mkdocs build --strict``. Sybil's own directives (``<!-- skip: next -->``,
-``<!-- invisible-code-block: python -->``) have the same shape: they are listed in ``SYBIL`` and
-left alone.
+a benchmark table or a shape sheet is Markdown, put into the page's Markdown before it is
+rendered. A marker of another kind (a typo, ``<!-- pictures: x -->``), a name no kind knows, or a
+drawing that fails is a warning, which fails ``mkdocs build --strict``. Sybil's own directives
+(``<!-- skip: next -->``, ``<!-- invisible-code-block: python -->``) have the same shape: they are
+listed in ``SYBIL`` and left alone.
 
 >>> [(m["kind"], m["name"]) for m in MARKER.finditer("<!-- picture: split-heads -->")]
 [('picture', 'split-heads')]
@@ -23,7 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mha_site import pictures, pictures_perf
+from mha_site import pictures, pictures_perf, shape_sheet
 from mha_site.languages import page_language
 
 log = logging.getLogger("mkdocs.plugins.mha_site.markers")
@@ -47,6 +48,7 @@ class Kind:
 KINDS = {
     "picture": Kind(lambda: pictures.generators(), pictures.figure, markdown=False),
     "bench-table": Kind(lambda: pictures_perf.TABLES, pictures_perf.table, markdown=True),
+    "shape-sheet": Kind(lambda: shape_sheet.SHEETS, shape_sheet.table, markdown=True),
 }
 
 

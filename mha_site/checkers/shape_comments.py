@@ -277,6 +277,24 @@ FULL_NAMES = tuple(RUNS[0].dims())
 
 def run_full(namespace: dict, run: Run) -> tuple[Executed, Exception | None]:
     """Build ``namespace['MHA']`` as ``run`` says and trace one call of it."""
+    return trace_locals(namespace["MHA"], inputs(namespace, run).run)
+
+
+@dataclass
+class Call:
+    """A run's model and its arguments: ``model(x, context, **options)``."""
+
+    model: torch.nn.Module
+    x: Tensor
+    context: Tensor | None
+    options: dict
+
+    def run(self):
+        return self.model(self.x, self.context, **self.options)
+
+
+def inputs(namespace: dict, run: Run) -> Call:
+    """``namespace['MHA']`` built as ``run`` says, and the arguments of its call."""
     dims = run.dims()
     torch.manual_seed(0)
     cls = namespace["MHA"]
@@ -295,18 +313,10 @@ def run_full(namespace: dict, run: Run) -> tuple[Executed, Exception | None]:
         shape = (run.batch_size, dims["kv_heads"], run.cached, run.head_size)
         cache.append(torch.randn(shape), torch.randn(shape))
     mask = mask_for(run.mask, dims)
-
-    def call():
-        return model(
-            x,
-            context,
-            attn_mask=mask,
-            is_causal=run.is_causal,
-            cache=cache,
-            need_weights=run.need_weights,
-        )
-
-    return trace_locals(cls, call)
+    options = dict(
+        attn_mask=mask, is_causal=run.is_causal, cache=cache, need_weights=run.need_weights
+    )
+    return Call(model, x, context, options)
 
 
 @dataclass

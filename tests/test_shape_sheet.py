@@ -1,0 +1,65 @@
+"""The full class's shape sheet (``mha_site.shape_sheet``): drawn from real calls, complete, and a
+wrong stated shape fails the build."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import mha.full
+from mha.trace import assignments
+from mha_site import shape_sheet
+
+
+def test_every_commented_tensor_has_a_row_but_the_fast_path_and_float_masks():
+    """The sheet's calls take the math path with boolean masks: the rows left out are exactly the
+    lines of the fast path (``_attend_fast``) and of a float mask."""
+    source = inspect.getsource(mha.full)
+    found, _ = assignments(source)
+    lines = source.splitlines()
+    commented = {a.first_line for a in found if a.comment}
+    shown = {row.line for row in shape_sheet.rows() if row.line is not None}
+    left_out = sorted(
+        lines[n - 1].split("=", 1)[1].split("#")[0].strip() for n in commented - shown
+    )
+    assert left_out == [
+        "_float_mask_as(attn_mask, q.dtype)",
+        'mask != float("-inf")',
+        "qk + mask",
+        "self._attend_fast(q, k, v, attn_mask, is_causal)",
+        "self._mask(attn_mask, is_causal, q, k)",
+    ], left_out
+    assert shown < commented
+    assert all(len(row.shapes) == len(shape_sheet.CALLS) for row in shape_sheet.rows())
+
+
+def test_the_calls_shapes_are_the_real_ones():
+    rows = {(row.where, row.name, row.code): row.shapes for row in shape_sheet.rows()}
+    assert rows["", "x", ""] == ["[3, 6, 20]", "[3, 6, 20]", "[3, 1, 20]"]
+    assert rows["forward", "weights", "_weights(q, k, mask)"] == [
+        "[3, 4, 6, 6]",
+        "[3, 4, 6, 7]",
+        "[3, 4, 1, 7]",
+    ]
+    assert rows["_weights", "k", "_repeat_kv(k).to(dtype)"][2] == "[3, 4, 7, 5]"  # repeated
+
+
+def test_a_wrong_stated_argument_shape_is_caught(monkeypatch):
+    wrong = (("x", "[batch_size, hidden_size, q_len]", lambda call: call.x),)
+    monkeypatch.setattr(shape_sheet, "ARGUMENTS", wrong)
+    shape_sheet.rows.cache_clear()
+    try:
+        with pytest.raises(AssertionError, match=r"prefill: x is \[3, 6, 20\]"):
+            shape_sheet.rows()
+    finally:
+        shape_sheet.rows.cache_clear()
+
+
+def test_both_languages_have_the_same_rows_and_their_own_headers():
+    en, zh = shape_sheet.table("full", "en"), shape_sheet.table("full", "zh")
+    assert en.splitlines()[0].startswith("| Method | Tensor |"), en.splitlines()[0]
+    assert zh.splitlines()[0].startswith("| 所在方法 | 张量 |"), zh.splitlines()[0]
+    assert len(en.splitlines()) == len(zh.splitlines()) == len(shape_sheet.rows()) + 2
+    with pytest.raises(ValueError, match="no shape sheet 'nope'"):
+        shape_sheet.table("nope", "en")
