@@ -268,6 +268,15 @@ def search_page(browser, site_url):
     assert not tab.outside, f"requests to other hosts: {tab.outside}"
 
 
+SCROLL_TO_THE_END = """list => new Promise(done => {
+    list.scrollTop = 0;
+    requestAnimationFrame(() => requestAnimationFrame(() => {
+        list.scrollTop = list.scrollHeight;
+        done();
+    }));
+})"""
+
+
 def search(page, site_url: str, lang: str, query: str) -> list[str]:
     """Search ``query`` from a page of ``lang``; every result link, relative to the site root."""
     start = site_url + page_path(lang, START_PAGE)
@@ -299,14 +308,17 @@ def search(page, site_url: str, lang: str, query: str) -> list[str]:
     items = page.locator(".md-search-result__item")
     scrollwrap = page.locator(".md-search__scrollwrap")
     for _ in range(20):  # Material renders 10 results, then more as the list scrolls
-        if items.count() >= count:
+        shown = items.count()
+        if shown >= count:
             break
-        # Back to the top first: Material renders the next batch on a scroll that reaches the end,
-        # and a list already scrolled to its end may not fire that again.
-        scrollwrap.evaluate("e => e.scrollTop = 0")
-        page.wait_for_timeout(100)
-        scrollwrap.evaluate("e => e.scrollTop = e.scrollHeight")
-        page.wait_for_timeout(200)
+        # Back to the top first, then to the end a frame later: Material renders the next batch
+        # on a scroll that reaches the end, and a list already scrolled to its end may not fire
+        # that again. Then wait until more results show.
+        scrollwrap.evaluate(SCROLL_TO_THE_END)
+        page.wait_for_function(
+            "([selector, shown]) => document.querySelectorAll(selector).length > shown",
+            arg=[".md-search-result__item", shown],
+        )
     assert items.count() == count, f"{query}: {items.count()} results shown of {count}"
     hrefs = page.eval_on_selector_all(
         ".md-search-result__item a.md-search-result__link", "links => links.map(a => a.href)"
