@@ -1,4 +1,4 @@
-"""Attention heatmaps for the masks page: the weights of a real run, per head, for a short sentence.
+"""Attention heatmaps: the weights of a real run, per head, for a short sentence.
 
 The example is small and fixed. Each token of a sentence has an id, and each id a random vector
 (seeded ``torch.randn``, scaled by 2 so that the weights are not all close to uniform); an untrained
@@ -15,9 +15,16 @@ queries, columns: keys):
 - ``heatmap-causal``: the first sentence, ``is_causal=True``;
 - ``heatmap-padding``: the second sentence, padded, with ``padding_mask(lengths, 6)``.
 
+A fourth, ``heatmap-previous`` on the heads page, draws heads whose job was set by hand: the first
+sentence again, each position's vector its word's (random, ``WORD_SIZE`` channels) followed by a
+one-hot code of its position, so ``MHA(24, 4)`` on ``[1, 6, 24]``, with ``is_causal=True``. Head
+``i`` reads only the position code: its key of position ``j`` is the code of ``j``, its query of
+position ``p`` the code of ``max(p - i, 0)`` times ``STRENGTH``, so it attends to the position
+``i`` back (position 0 when there is none). The heads page's snippet is the same run.
+
 Masked cells are hatched and carry no number; every other cell prints its weight to two decimals
 and names it in a ``<title>`` (a tooltip on hover). ``tests/test_heatmaps.py`` checks every cell
-against a fresh run. The run is not the masks page's own (``MHA(20, 4)`` on ``[2, 3, 20]``): each
+against a fresh run. The runs are not their pages' own (``MHA(20, 4)`` on ``[2, 3, 20]``): each
 picture says which it is, under its heading (``Run.note``).
 """
 
@@ -45,8 +52,11 @@ TOKENS = {
     "zh": ["一只", "猫", "坐", "在", "垫子", "上", "下", "雨", "了", "填充"],
 }
 
-# Which sequence of the batch each picture shows, and which mask it was run with.
-VARIANTS = {"none": 0, "causal": 0, "padding": 1}
+# Which sequence of the batch each picture shows (its ids: the labels).
+VARIANTS = {"none": 0, "causal": 0, "padding": 1, "previous": 0}
+# The hand-set heads: a word's channels, then a position's one-hot code (its own channels).
+WORD_SIZE = 18
+STRENGTH = 12.0  # the query's size: a score of 12 / sqrt(head_size) on the key it looks for
 
 TEXT = {
     "en": {
@@ -55,7 +65,8 @@ TEXT = {
         "none": "No mask: “a cat sat on the mat”",
         "causal": "Causal mask (is_causal=True): “a cat sat on the mat”",
         "padding": "Padding mask: “it is raining”, padded to 6 positions",
-        "title": "Attention weights of the 4 heads of mha.full.MHA(16, 4), {what}. Rows are "
+        "previous": "Hand-set heads, causal mask: head i looks i positions back",
+        "title": "Attention weights of the 4 heads of mha.full.MHA({model}), {what}. Rows are "
         "queries, columns are keys; each row sums to 1; masked cells are hatched and weigh 0.",
         "cell": "head {i}, query “{q}”, key “{k}”: {w}",
         "masked": "head {i}, query “{q}”, key “{k}”: masked, weight 0",
@@ -65,6 +76,8 @@ TEXT = {
             "none": "no mask, for “a cat sat on the mat”",
             "causal": "causal mask, for “a cat sat on the mat”",
             "padding": "padding mask, for “it is raining” padded to 6 positions",
+            "previous": "set by hand, not trained: in head i, position p attends to position "
+            "p − i (to position 0 when p < i), causal mask, for “a cat sat on the mat”",
         },
     },
     "zh": {
@@ -73,7 +86,8 @@ TEXT = {
         "none": "不加掩码：“一只猫坐在垫子上”",
         "causal": "因果掩码（is_causal=True）：“一只猫坐在垫子上”",
         "padding": "填充掩码：“下雨了”填充到 6 个位置",
-        "title": "mha.full.MHA(16, 4) 的 4 个头的注意力权重，{what}。行是查询，列是键；"
+        "previous": "手工设定的头，因果掩码：头 i 往前看 i 个位置",
+        "title": "mha.full.MHA({model}) 的 4 个头的注意力权重，{what}。行是查询，列是键；"
         "每行之和为 1；被掩码屏蔽的格子画了斜线，权重为 0。",
         "cell": "头 {i}，查询“{q}”，键“{k}”：{w}",
         "masked": "头 {i}，查询“{q}”，键“{k}”：被屏蔽，权重为 0",
@@ -83,6 +97,8 @@ TEXT = {
             "none": "不加掩码，句子是“一只猫坐在垫子上”",
             "causal": "因果掩码，句子是“一只猫坐在垫子上”",
             "padding": "填充掩码，句子是“下雨了”，填充到 6 个位置",
+            "previous": "权重是手工设定的，没有训练：在头 i 里，位置 p 关注位置 p − i（p < i 时"
+            "关注位置 0），加因果掩码，句子是“一只猫坐在垫子上”",
         },
     },
 }
@@ -98,6 +114,32 @@ def setup() -> tuple[MHA, torch.Tensor]:
         table = SCALE * torch.randn(VOCAB, HIDDEN_SIZE)  # one vector per token id
         model = MHA(HIDDEN_SIZE, HEADS_NUM).eval()
     return model, table[torch.tensor(IDS)]
+
+
+@functools.cache
+def setup_previous() -> tuple[MHA, torch.Tensor]:
+    """The hand-set heads and their input ``x``, ``[1, seq_len, WORD_SIZE + seq_len]``."""
+    n = len(IDS[0])
+    with torch.random.fork_rng():
+        torch.manual_seed(SEED)
+        words = torch.randn(1, n, WORD_SIZE)  # what each word is: random
+        model = MHA(WORD_SIZE + n, HEADS_NUM, bias=False).eval()
+    x = torch.cat([words, torch.eye(n).unsqueeze(0)], dim=-1)  # then position p's one-hot code
+    d = model.head_size
+    with torch.no_grad():
+        model.W_q.weight.zero_()
+        model.W_k.weight.zero_()
+        for i in range(HEADS_NUM):
+            rows = slice(i * d, (i + 1) * d)
+            model.W_k.weight[rows, WORD_SIZE:] = torch.eye(n)  # key of j: the code of j
+            back = [max(p - i, 0) for p in range(n)]  # the position query p looks for
+            model.W_q.weight[rows, WORD_SIZE:] = STRENGTH * torch.eye(n)[back].T
+    return model, x
+
+
+def setup_of(variant: str) -> tuple[MHA, torch.Tensor]:
+    """The model and the input that ``variant`` draws."""
+    return setup_previous() if variant == "previous" else setup()
 
 
 @functools.cache
@@ -121,6 +163,9 @@ def run() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         for name, (kwargs, allowed) in runs.items():
             _, weights = model(x, need_weights=True, **kwargs)  # [batch, heads, q_len, k_len]
             out[name] = (weights[VARIANTS[name]], allowed)
+        model, x = setup_previous()
+        _, weights = model(x, is_causal=True, need_weights=True)
+        out["previous"] = (weights[0], causal)
     return out
 
 
@@ -226,7 +271,8 @@ def draw(variant: str, language: str) -> str:
     overhang = max(0.0, max(text_width(t) for t in labels) * 0.72 + 3 - CELL / 2) if rotate else 0
     panel_w = row_label + n * CELL + overhang
     panel_h = 20 + column_label + n * CELL
-    note = style.Run.of(*setup()).note(language)
+    drawn = style.Run.of(*setup_of(variant))
+    note = drawn.note(language)
     top = 44 + (18 if note else 0)  # the heading, the axes line and the note
     rows = -(-HEADS_NUM // PANEL_COLUMNS)
     legend_h = 46
@@ -235,7 +281,8 @@ def draw(variant: str, language: str) -> str:
     width = max(width, text_width(words[variant], 13) + 8, text_width(note) + 8)
 
     css = {"font": FONT, "number": NUMBER_FONT, "hatch": hatch, "variant": variant}
-    title = words["title"].format(what=words["what"][variant])
+    model = f"{drawn.hidden_size}, {drawn.heads_num}"
+    title = words["title"].format(model=model, what=words["what"][variant])
     title_id = f"mha-heat-title-{variant}"
     desc_id = f"mha-heat-desc-{variant}"
     described = f' aria-describedby="{desc_id}"' if note else ""

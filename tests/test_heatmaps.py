@@ -1,15 +1,17 @@
-"""The attention heatmaps of the masks page (``mha_site/pictures_heatmaps.py``) show a real run.
+"""The attention heatmaps (``mha_site/pictures_heatmaps.py``) show real runs.
 
 Every drawn number equals, to the two decimals printed, the weight that a fresh run of the same
 recipe gives (seeded embeddings per word id, a seeded ``mha.full.MHA(16, 4)``,
-``need_weights=True``); every hatched cell is a weight of exactly 0, and exactly the cells the
-mask removes are hatched. The labels are in the page's language, the page's snippet is the same
+``need_weights=True``; for ``heatmap-previous``, heads of ``MHA(24, 4)`` set by hand to attend to
+the position ``i`` back); every hatched cell is a weight of exactly 0, and exactly the cells the
+mask removes are hatched. The labels are in the page's language, each page's snippet is the same
 run, the colours keep each number readable in both schemes, and the built site shows the three
-pictures on both masks pages.
+masks pictures on both masks pages and the hand-set heads on both heads pages.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -22,8 +24,9 @@ from mha_site import pictures_heatmaps as heatmaps
 from mha_site.markdown import CHINESE, fences
 
 SVG = "{http://www.w3.org/2000/svg}"
-VARIANTS = ("none", "causal", "padding")
+VARIANTS = ("none", "causal", "padding", "previous")
 NAMES = [f"heatmap-{v}" for v in VARIANTS]
+MASKS_NAMES = NAMES[:3]  # the masks page's; heatmap-previous is on the heads page
 
 
 def fresh_run() -> dict[str, torch.Tensor]:
@@ -38,13 +41,37 @@ def fresh_run() -> dict[str, torch.Tensor]:
         none = model(x, need_weights=True)[1]
         causal = model(x, is_causal=True, need_weights=True)[1]
         padded = model(x, attn_mask=pad, need_weights=True)[1]
-    return {"none": none[0], "causal": causal[0], "padding": padded[1]}  # [heads, q_len, k_len]
+    previous = hand_set_run()
+    # [heads, q_len, k_len]
+    return {"none": none[0], "causal": causal[0], "padding": padded[1], "previous": previous}
+
+
+def hand_set_run() -> torch.Tensor:
+    """The hand-set heads, written out again: x is 18 random word channels, then the one-hot
+    code of the position; head i's key of position j is the code of j, its query of position p
+    is 12 times the code of max(p - i, 0). Causal mask. Returns ``[heads, q_len, k_len]``."""
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        words = torch.randn(1, 6, 18)
+        model = MHA(24, 4, bias=False).eval()
+    x = torch.cat([words, torch.eye(6).unsqueeze(0)], dim=-1)  # [1, 6, 24]
+    query = torch.zeros(24, 24)
+    key = torch.zeros(24, 24)
+    for i in range(4):
+        for p in range(6):
+            query[6 * i + max(p - i, 0), 18 + p] = 12.0
+            key[6 * i + p, 18 + p] = 1.0
+    with torch.no_grad():
+        model.W_q.weight.copy_(query)
+        model.W_k.weight.copy_(key)
+        return model(x, is_causal=True, need_weights=True)[1][0]
 
 
 EXPECTED_MASKED = {
     "none": torch.zeros(6, 6, dtype=torch.bool),
     "causal": torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1),
     "padding": (torch.arange(6) >= 3).expand(6, 6),  # keys 3, 4, 5 are padding
+    "previous": torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1),
 }
 
 
@@ -74,7 +101,7 @@ def texts(element: ET.Element, cls: str) -> list[str]:
 # ---- the generator ----------------------------------------------------------------------------
 
 
-def test_the_pictures_are_the_three_variants():
+def test_the_pictures_are_the_four_variants():
     assert sorted(heatmaps.PICTURES) == sorted(NAMES), sorted(heatmaps.PICTURES)
 
 
@@ -123,6 +150,14 @@ def test_token_labels_are_in_the_pages_language(variant, language):
         assert not any(CHINESE.search(t) for t in want), want
         assert not CHINESE.search(title) and not CHINESE.search(heading), (title, heading)
     first = {"en": "a", "zh": "一只"}[language] if variant != "padding" else None
+    if variant == "previous":  # another run than its page's: it says which
+        note = texts(root, "mha-run-note")
+        assert note == [
+            {
+                "en": "Drawn for MHA(24, 4) on x [1, 6, 24]",
+                "zh": "本图画的是 MHA(24, 4)，x 的形状为 [1, 6, 24]",
+            }[language]
+        ], note
     if first:
         assert want[0] == first, want
 
@@ -160,10 +195,20 @@ def test_masked_cells_are_exactly_the_masks_zeros(variant, language, fresh):
 
 def test_the_generator_leaves_the_random_state_alone():
     heatmaps.setup.cache_clear()
+    heatmaps.setup_previous.cache_clear()
     heatmaps.run.cache_clear()
     before = torch.random.get_rng_state()
     heatmaps.PICTURES["heatmap-none"]("en")
+    heatmaps.PICTURES["heatmap-previous"]("en")
     assert torch.equal(torch.random.get_rng_state(), before), "the seed leaked out"
+
+
+def test_each_hand_set_head_looks_its_offset_back(fresh):
+    """Head i gives each query p its largest weight on key max(p - i, 0), at least 0.96."""
+    weights = fresh["previous"]
+    want = torch.tensor([[max(p - i, 0) for p in range(6)] for i in range(4)])
+    assert torch.equal(weights.argmax(dim=-1), want), weights.argmax(dim=-1)
+    assert weights.amax(dim=-1).min() > 0.96, weights.amax(dim=-1)
 
 
 def test_both_languages_show_the_same_numbers():
@@ -185,11 +230,13 @@ def test_every_number_contrasts_with_its_cell(scheme):
 # ---- the page ---------------------------------------------------------------------------------
 
 
-def snippet(language: str) -> str:
-    """The first python block after the padding picture on the masks page."""
-    page = (ROOT / "docs" / language / "masks.md").read_text(encoding="utf-8")
-    after = page.split("<!-- picture: heatmap-padding -->", 1)[1]
-    return next(block.body for block in fences(after) if block.language == "python")
+def snippet(language: str, page: str = "masks.md", after: str = "heatmap-padding") -> str:
+    """The first python block after the marker of picture ``after`` (or after the heading with
+    anchor ``after``) on ``page``."""
+    text = (ROOT / "docs" / language / page).read_text(encoding="utf-8")
+    marker = f"<!-- picture: {after} -->" if after.startswith("heatmap-") else f"{{ #{after} }}"
+    rest = text.split(marker, 1)[1]
+    return next(block.body for block in fences(rest) if block.language == "python")
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
@@ -204,17 +251,27 @@ def test_the_pages_snippet_is_the_run_behind_the_pictures(language):
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_masks_page_places_the_three_pictures(language):
-    page = (ROOT / "docs" / language / "masks.md").read_text(encoding="utf-8")
-    found = re.findall(r"<!--\s*picture:\s*(heatmap-[\w-]+)\s*-->", page)
-    assert found == NAMES, found
+def test_heads_pages_snippet_is_the_run_behind_the_hand_set_heads(language):
+    namespace = {"torch": torch, "math": math}
+    with torch.random.fork_rng():
+        exec(snippet(language, "heads.md", "a-head-learns"), namespace)  # our own page's code
+    assert torch.equal(namespace["w"][0], heatmaps.run()["previous"][0])
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-def test_built_masks_page_shows_the_heatmaps(built_site, language):
-    path = built_site / ("masks" if language == "en" else "zh/masks") / "index.html"
+@pytest.mark.parametrize("page, want", [("masks.md", MASKS_NAMES), ("heads.md", NAMES[3:])])
+def test_pages_place_the_heatmaps(page, want, language):
+    text = (ROOT / "docs" / language / page).read_text(encoding="utf-8")
+    found = re.findall(r"<!--\s*picture:\s*(heatmap-[\w-]+)\s*-->", text)
+    assert found == want, found
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("page, names", [("masks", MASKS_NAMES), ("heads", NAMES[3:])])
+def test_built_pages_show_the_heatmaps(built_site, page, names, language):
+    path = built_site / (page if language == "en" else f"zh/{page}") / "index.html"
     html = path.read_text(encoding="utf-8")
-    for name in NAMES:
+    for name in names:
         figure = re.search(
             rf'<figure class="mha-figure" data-picture="{name}">(<svg.*?</svg>)</figure>',
             html,

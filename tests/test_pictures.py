@@ -84,6 +84,7 @@ DRAWN = {
     **{name: PAGE for name in ["forward-flow", *WALKTHROUGH]},
     **{name: (4, 2, (1, 3, 4)) for name in MEMORY},
     **{name: (16, 4, (2, 6, 16)) for name in HEATMAPS},  # 2 sentences of 6 positions
+    "heatmap-previous": (24, 4, (1, 6, 24)),  # hand-set heads: words, then one-hot positions
     **{name: None for name in BENCH},
     "transformer-block": PAGE,
 }
@@ -91,6 +92,7 @@ DRAWN = {
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
 PAGE_RUNS = {
     "walkthrough.md": PAGE,
+    "heads.md": PAGE,
     "masks.md": PAGE,
     "performance.md": None,
     "why.md": PAGE,
