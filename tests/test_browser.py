@@ -179,6 +179,15 @@ def test_copy_buttons_copy_code_only_and_a_runnable_script(tab, lang):
     focused = p.evaluate("document.activeElement.dataset.mhaType")
     assert focused == "runnable", focused
     assert clipboard_after(p, lambda: p.keyboard.press("Enter")) == runnable.script(index)
+    # A block inside a deep dive (a collapsed details block): opened, its buttons work the same.
+    n = rendered.evaluate_all("blocks => blocks.findIndex(b => b.closest('details') !== null)")
+    assert n >= 0, "the walkthrough has no code in a deep dive"
+    block = rendered.nth(n)
+    assert not block.is_visible(), "a deep dive starts collapsed"
+    block.evaluate("b => b.closest('details').querySelector('summary').click()")
+    block.hover()
+    button = block.locator("nav.md-code__nav > button.md-code__button[data-mha-type=runnable]")
+    assert clipboard_after(p, button.click) == runnable.script(order[n])
     # A plain block: Material's button copies it as it is.
     plain = next(n for n, i in enumerate(order) if not blocks[i].doctest)
     block = rendered.nth(plain)
@@ -227,7 +236,8 @@ def test_screenshots_of_the_copy_buttons_in_light_and_dark_mode(sharp_tab, lang)
         if p.locator("body").get_attribute("data-md-color-scheme") != scheme:
             p.locator("form[data-md-component=palette] label:visible").first.click()
             p.wait_for_function(f"document.body.dataset.mdColorScheme === '{scheme}'")
-        block = p.locator("article div.highlight[data-mha-runnable]").nth(3)
+        # the 4th block a reader sees without opening a deep dive
+        block = p.locator("article div.highlight[data-mha-runnable] >> visible=true").nth(3)
         block.scroll_into_view_if_needed()
         block.hover()
         button = block.locator("button[data-mha-type=runnable]")
