@@ -7,11 +7,15 @@
   weights copied exactly.
 - [`mha.full`][mha.full] -- the full version (完整版): masks, cross-attention, a KV cache,
   grouped-query attention, dropout and a fast path, each proven equal to PyTorch's own.
+
+``import mha`` imports these five; ``mha.trace`` and ``mha.bench`` are imported by name.
 - [`mha.checks`][mha.checks] -- the argument checks they share.
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
   memory and FLOP rate, side by side with ``nn.MultiheadAttention``; its targets are checked
   against the measurements wherever they are shown.
 """
+
+from mha import annotated, checks, full, interop, pure  # noqa: E402  (``import mha`` then ``mha.full``)
 
 __version__ = "0.1.0"

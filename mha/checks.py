@@ -95,7 +95,9 @@ def _autocast_will_cast(x: Tensor, weight: Tensor) -> bool:
     return False
 
 
-def check_input(x: Tensor, hidden_size: int, weight: Tensor, name: str = "x") -> None:
+def check_input(
+    x: Tensor, hidden_size: int, weight: Tensor, name: str = "x", size_name: str = "hidden_size"
+) -> None:
     """Check the input of ``forward`` against the module's size and parameters.
 
     Args:
@@ -108,6 +110,8 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor, name: str = "x") ->
         weight: one of the module's parameters (its dtype and device are the expected ones).
         name: what the messages call the tensor (``"context"`` for cross-attention's keys and
             values source in [`mha.full.MHA`][mha.full.MHA]).
+        size_name: what the messages call ``hidden_size`` (``"context_size"`` for a context of
+            another width).
 
     Raises:
         TypeError: ``x`` is not a tensor, not floating point, or of another dtype than ``weight``
@@ -136,6 +140,7 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor, name: str = "x") ->
             weight: 模块的任意一个参数，``x`` 的 dtype 和设备以它为准。
             name: 报错信息里张量的名字（[`mha.full.MHA`][mha.full.MHA] 检查交叉注意力的
                 ``context`` 时传 ``"context"``）。
+            size_name: 报错信息里 ``hidden_size`` 的名字（上下文宽度不同时传 ``"context_size"``）。
 
         引发:
             TypeError: ``x`` 不是张量、不是浮点类型，或者在 autocast 之外 dtype 与 ``weight``
@@ -147,12 +152,12 @@ def check_input(x: Tensor, hidden_size: int, weight: Tensor, name: str = "x") ->
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 3:
         raise ValueError(
-            f"{name} must be 3-D [batch_size, seq_len, hidden_size], "
+            f"{name} must be 3-D [batch_size, seq_len, {size_name}], "
             f"got {x.dim()}-D with shape {list(x.shape)}"
         )
     if x.size(-1) != hidden_size:
         raise ValueError(
-            f"{name}.shape[-1] must equal hidden_size ({hidden_size}), "
+            f"{name}.shape[-1] must equal {size_name} ({hidden_size}), "
             f"got {x.size(-1)} ({name}.shape = {list(x.shape)})"
         )
     if not torch.is_floating_point(x):

@@ -32,6 +32,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import weakref
 
 import torch
 import torch.nn as nn
@@ -40,15 +41,42 @@ from torch import Tensor
 
 from mha.checks import check_input, check_sizes
 
-__all__ = ["MHA", "KVCache", "causal_mask", "padding_mask"]
+__all__ = ["MHA", "KVCache", "ModelCache", "causal_mask", "padding_mask"]
 
 
-def _check_length(name: str, value: object) -> None:
+def _check_length(name: str, value: object, *, positive: bool = False) -> None:
     # bool is a subclass of int in Python; a length of True is a bug, not 1.
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value}")
+    if value < int(positive):
+        raise ValueError(f"{name} must be a {'positive' if positive else 'non-negative'} int, got {value}")
+
+
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
+
+
+def _check_integer_tensor(name: str, value: object, shape: str) -> None:
+    """``value`` is a 1-D integer tensor (a boolean one is not)."""
+    integer = isinstance(value, Tensor) and not (
+        value.dtype == torch.bool or value.is_floating_point() or value.is_complex()
+    )
+    if not integer:
+        got = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        raise TypeError(f"{name} must be an integer tensor of shape {shape}, got {got}")
+    if value.dim() != 1:
+        raise ValueError(f"{name} must be 1-D {shape}, got shape {list(value.shape)}")
+
+
+def _check_range(name: str, value: Tensor, most: int, said: str) -> None:
+    """``value``'s entries lie in ``0 .. most``. Checked on the CPU only and outside
+    ``torch.compile``: elsewhere reading the values would wait for the device (or break the
+    graph), and the meta device holds none."""
+    if value.device.type != "cpu" or torch.compiler.is_compiling() or not value.numel():
+        return
+    if value.min() < 0 or value.max() > most:
+        raise ValueError(f"{name} must lie in 0 .. {said} ({most}), got {value.tolist()}")
 
 
 # --8<-- [start:masks]
@@ -102,57 +130,68 @@ def causal_mask(q_len: int, k_len: int, device: torch.device | str | None = None
     return ones.tril(diagonal=k_len - q_len)
 
 
-def padding_mask(lengths: Tensor, k_len: int) -> Tensor:
+def padding_mask(lengths: Tensor, k_len: int, *, left: bool = False) -> Tensor:
     """The padding mask of a batch: ``True`` where a key is a real position, not padding.
+
+    Right padding (the default) puts a sequence's positions first and the padding after them, as
+    training batches do; left padding (``left=True``) puts the padding first, as a batch of
+    prompts for generation does, so that every row's newest position is the last column. The
+    values of ``lengths`` are checked when it is on the CPU; on an accelerator, and inside
+    ``torch.compile``, they are not (reading them would wait for the device, or break the graph).
 
     Args:
         lengths: the real length of each sequence, an integer tensor of shape ``[batch_size]``
             with values in ``0 .. k_len``; the mask is built on its device.
         k_len: the padded length (the number of keys).
+        left: ``True`` when the padding comes before the positions.
 
     Returns:
         A boolean tensor ``[batch_size, 1, 1, k_len]`` (it broadcasts over heads and queries).
 
     Raises:
-        TypeError: ``lengths`` is not an integer tensor (a boolean one included), or ``k_len``
-            is not an ``int``.
-        ValueError: ``lengths`` is not 1-D, a length is outside ``0 .. k_len``, or ``k_len`` is
-            negative.
+        TypeError: ``lengths`` is not an integer tensor (a boolean one included), ``k_len``
+            is not an ``int`` or ``left`` not a ``bool``.
+        ValueError: ``lengths`` is not 1-D, a length is outside ``0 .. k_len`` (on the CPU), or
+            ``k_len`` is negative.
 
     Examples:
         >>> padding_mask(torch.tensor([3, 1]), 4)[:, 0, 0]
         tensor([[ True,  True,  True, False],
                 [ True, False, False, False]])
+        >>> padding_mask(torch.tensor([3, 1]), 4, left=True)[:, 0, 0]
+        tensor([[False,  True,  True,  True],
+                [False, False, False,  True]])
 
     中文:
         一批序列的填充掩码：``True`` 表示这个键是真实的位置，不是填充。
+
+        右填充（默认）把序列的位置放在前面、填充放在后面，训练用的批就是这样；左填充
+        （``left=True``）把填充放在前面，生成时的一批提示就是这样，每一行最新的位置都在最后一列。
+        ``lengths`` 在 CPU 上时检查它的取值；在加速器上、在 ``torch.compile`` 里不检查（读取取值要
+        等设备算完，或者会打断计算图）。
 
         参数:
             lengths: 每条序列的真实长度，形状为 ``[batch_size]`` 的整数张量，取值在
                 ``0 .. k_len`` 之间；掩码建在它所在的设备上。
             k_len: 填充后的长度（键的个数）。
+            left: 填充在位置之前时为 ``True``。
 
         返回:
             形状为 ``[batch_size, 1, 1, k_len]`` 的布尔张量，可以在头和查询两个维度上广播。
 
         引发:
-            TypeError: ``lengths`` 不是整数张量（布尔张量也不行），或者 ``k_len`` 不是 ``int``。
-            ValueError: ``lengths`` 不是一维的，某个长度不在 ``0 .. k_len`` 之间，或者 ``k_len``
-                是负数。
+            TypeError: ``lengths`` 不是整数张量（布尔张量也不行），``k_len`` 不是 ``int``，或者
+                ``left`` 不是 ``bool``。
+            ValueError: ``lengths`` 不是一维的，（在 CPU 上）某个长度不在 ``0 .. k_len`` 之间，或者
+                ``k_len`` 是负数。
     """
     _check_length("k_len", k_len)
-    integer = isinstance(lengths, Tensor) and not (
-        lengths.dtype == torch.bool or lengths.is_floating_point() or lengths.is_complex()
-    )
-    if not integer:
-        got = lengths.dtype if isinstance(lengths, Tensor) else type(lengths).__name__
-        raise TypeError(f"lengths must be an integer tensor of shape [batch_size], got {got}")
-    if lengths.dim() != 1:
-        raise ValueError(f"lengths must be 1-D [batch_size], got shape {list(lengths.shape)}")
-    # The range check reads the values: not possible on the meta device, which holds none.
-    if lengths.numel() and lengths.device.type != "meta" and (lengths.min() < 0 or lengths.max() > k_len):
-        raise ValueError(f"lengths must lie in 0 .. k_len ({k_len}), got {lengths.tolist()}")
-    positions = torch.arange(k_len, device=lengths.device)
+    _check_flag("left", left)
+    _check_integer_tensor("lengths", lengths, "[batch_size]")
+    _check_range("lengths", lengths, k_len, "k_len")
+    positions = torch.arange(k_len, device=lengths.device)  # [k_len]
+    if left:
+        return (positions >= k_len - lengths[:, None])[:, None, None, :]
     return (positions < lengths[:, None])[:, None, None, :]
 
 
@@ -168,14 +207,34 @@ class KVCache:
     (if that attention fails, the cache is left as it was). When nothing that autograd records
     can see the cache (no gradients, as under ``torch.inference_mode()`` or ``torch.no_grad()``
     in generation; or none of the queries, keys and values requires grad), the keys and values
-    are written into buffers that double in length when full, so a step copies its own keys and
-    values and, amortised, a constant amount more. Otherwise ``torch.cat`` makes new tensors at
-    each call, so that no tensor the backward pass needs is changed.
+    are written into buffers that double in length when full (or, with ``max_len``, one buffer
+    of that length allocated once), so a step copies its own keys and values and, amortised, a
+    constant amount more. Otherwise ``torch.cat`` makes new tensors at each call, so that no
+    tensor the backward pass needs is changed.
+
+    A cache belongs to the first module that fills it: one attention layer, one cache (a
+    [`ModelCache`][mha.full.ModelCache] holds one per layer). With ``context=`` (cross-attention)
+    the first call fills it with the context's keys and values and later calls read them.
+
+    ``torch.save`` stores the keys, values and length (not the module it belongs to), and
+    ``torch.load`` reads it back with its default ``weights_only=True``: importing ``mha.full``
+    adds ``KVCache`` and ``ModelCache`` to PyTorch's safe globals.
+
+    Args:
+        max_len: ``None`` (the default): buffers that grow as needed. An ``int``: the most
+            positions the cache will hold, allocated at the first append, so its tensors never
+            change shape (a compiled decoding step is not recompiled as the cache grows); an
+            append beyond it is an error.
 
     Attributes:
         keys: ``[batch_size, kv_heads, len, head_size]`` (``len`` is ``len(cache)``), a view of
             the first ``len`` positions of the buffer; ``None`` before the first append.
         values: ``[batch_size, kv_heads, len, head_size]``; ``None`` before the first append.
+        max_len: as given.
+
+    Raises:
+        TypeError: ``max_len`` is not an ``int`` or ``None``.
+        ValueError: ``max_len`` is not positive.
 
     Examples:
         >>> cache = KVCache()
@@ -183,8 +242,11 @@ class KVCache:
         (0, None)
         >>> cache.append(torch.zeros(1, 2, 5, 3), torch.zeros(1, 2, 5, 3))
         >>> cache.crop(4)  # keep positions 0-3, say to generate position 4 again
-        >>> len(cache), cache.keys.shape
-        (4, torch.Size([1, 2, 4, 3]))
+        >>> cache
+        KVCache(len=4, capacity=5, batch_size=1, kv_heads=2, head_size=3, dtype=torch.float32, device=cpu)
+        >>> cache.reorder(torch.tensor([0, 0, 0]))  # three beams from one prompt
+        >>> cache.keys.shape
+        torch.Size([3, 2, 4, 3])
 
     中文:
         之前各步的键和值，用于逐个位置生成。
@@ -192,22 +254,61 @@ class KVCache:
         创建时为空。每次以 ``cache=`` 调用 [`MHA.forward`][mha.full.MHA.forward]，都会把新算出的键和
         值沿长度这一维追加进来，再对全部键和值做注意力（注意力失败时缓存保持原样）。自动求导记录不到
         缓存时（不记录梯度，比如生成时的 ``torch.inference_mode()`` 或 ``torch.no_grad()``；或者查询、
-        键、值都不要求梯度），键和值写进缓冲区，缓冲区满了就把长度翻倍，所以每一步复制自己的键和值，
-        均摊下来再多复制常数个位置。否则每次用 ``torch.cat`` 拼接成新张量，以免改动反向传播要用的张量。
+        键、值都不要求梯度），键和值写进缓冲区，缓冲区满了就把长度翻倍（给了 ``max_len`` 时，只在第一次
+        分配一个这么长的缓冲区），所以每一步复制自己的键和值，均摊下来再多复制常数个位置。否则每次用
+        ``torch.cat`` 拼接成新张量，以免改动反向传播要用的张量。
+
+        缓存属于第一个往里写的模块：一个注意力层，一个缓存（[`ModelCache`][mha.full.ModelCache]
+        为每一层各备一个）。传入 ``context=``（交叉注意力）时，第一次调用用上下文的键和值填满缓存，
+        之后的调用直接读取。
+
+        ``torch.save`` 保存键、值和长度（不保存缓存属于哪个模块），``torch.load`` 用默认的
+        ``weights_only=True`` 就能读回：导入 ``mha.full`` 时，``KVCache`` 和 ``ModelCache`` 已加入
+        PyTorch 的安全全局对象列表。
+
+        参数:
+            max_len: ``None``（默认）：缓冲区按需增长。一个 ``int``：缓存最多存放的位置数，第一次
+                追加时一次分配，之后张量的形状不再变化（编译过的解码步骤不会因缓存变长而重新编译）；
+                超出它的追加会报错。
 
         属性:
             keys: ``[batch_size, kv_heads, len, head_size]``（``len`` 即 ``len(cache)``），缓冲区前
                 ``len`` 个位置的视图；第一次追加之前是 ``None``。
             values: ``[batch_size, kv_heads, len, head_size]``；第一次追加之前是 ``None``。
+            max_len: 创建时给的值。
+
+        引发:
+            TypeError: ``max_len`` 既不是 ``int`` 也不是 ``None``。
+            ValueError: ``max_len`` 不是正数。
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_len: int | None = None) -> None:
+        if max_len is not None:
+            _check_length("max_len", max_len, positive=True)
+        self.max_len = max_len
         self._keys: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
         self._values: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
         self._len = 0
+        self._owner: weakref.ref | None = None  # the module that fills it (set by MHA.forward)
+        self._source: str | None = None  # what MHA.forward filled it from: "x" or "context"
 
     def __len__(self) -> int:
         return self._len
+
+    def __repr__(self) -> str:
+        head = f"len={self._len}" + ("" if self.max_len is None else f", max_len={self.max_len}")
+        if self._keys is None:
+            return f"KVCache({head})"
+        b, h, capacity, d = self._keys.shape
+        return (
+            f"KVCache({head}, capacity={capacity}, batch_size={b}, kv_heads={h}, head_size={d}, "
+            f"dtype={self._keys.dtype}, device={self._keys.device})"
+        )
+
+    def __getstate__(self) -> dict:
+        # The module it belongs to is not saved (a weak reference cannot be): the loaded cache
+        # belongs to the first module that uses it.
+        return {**self.__dict__, "_owner": None}
 
     @property
     def keys(self) -> Tensor | None:
@@ -228,8 +329,9 @@ class KVCache:
                 backward pass, so they are copied (``torch.cat``), not written in place.
 
         Raises:
-            ValueError: ``values`` has another shape or device than ``keys``, or the batch size,
-                ``kv_heads``, ``head_size`` or device differ from the cached ones.
+            ValueError: ``values`` has another shape or device than ``keys``; the batch size,
+                ``kv_heads``, ``head_size`` or device differ from the cached ones; or the cache
+                would hold more than ``max_len`` positions.
             TypeError: ``values`` has another dtype than ``keys``, or the dtype differs from the
                 cached one.
 
@@ -243,12 +345,17 @@ class KVCache:
                     为反向传播保存缓存里的键，所以这时复制（``torch.cat``），不原地写入。
 
             引发:
-                ValueError: ``values`` 的形状或设备与 ``keys`` 不同，或者批大小、``kv_heads``、
-                    ``head_size``、设备与缓存里的不同。
+                ValueError: ``values`` 的形状或设备与 ``keys`` 不同；批大小、``kv_heads``、
+                    ``head_size``、设备与缓存里的不同；或者追加之后缓存会超过 ``max_len`` 个位置。
                 TypeError: ``values`` 的 dtype 与 ``keys`` 不同，或者 dtype 与缓存里的不同。
         """
         self._check(keys, values)
         start, end = self._len, self._len + keys.size(2)
+        if self.max_len is not None and end > self.max_len:
+            raise ValueError(
+                f"cache holds at most max_len ({self.max_len}) positions; it holds {start} and "
+                f"this call adds {keys.size(2)}: crop or reset it, or create it with a larger max_len"
+            )
         if self._recorded(keys, values, queries):
             # 自动求导看得到缓存：原地写入会改掉反向传播要用的张量，改为拼接成新张量
             # Autograd can see the cache: writing in place would change tensors saved for the
@@ -259,11 +366,13 @@ class KVCache:
             self._keys, self._values = keys, values
         else:
             if self._keys is None or end > self._keys.size(2) or self._frozen():
-                # 缓冲区放不下（或是推理模式之外改不了的推理张量）：换一个两倍长的，把已有的键和值复制过去
+                # 缓冲区放不下（或是推理模式之外改不了的推理张量）：换一个两倍长的（或 max_len 长的），
+                # 把已有的键和值复制过去
                 # The buffer is full (or an inference tensor, which cannot change outside
-                # inference mode): take one twice as long and copy what it held
-                self._keys = _grown(self._keys, keys, start, max(end, 2 * start))
-                self._values = _grown(self._values, values, start, max(end, 2 * start))
+                # inference mode): take one twice as long (or max_len long) and copy what it held
+                capacity = max(end, 2 * start) if self.max_len is None else self.max_len
+                self._keys = _grown(self._keys, keys, start, capacity)
+                self._values = _grown(self._values, values, start, capacity)
             # 只写入新的位置：之前取出的 keys、values 视图不受影响
             # Write the new positions only: views of keys and values taken earlier stay unchanged
             self._keys[:, :, start:end] = keys
@@ -294,6 +403,95 @@ class KVCache:
         if n > self._len:
             raise ValueError(f"n must be at most len(cache) ({self._len}), got {n}")
         self._len = n
+
+    def reorder(self, index: Tensor) -> None:
+        """Select along the batch: row ``i`` of the cache becomes row ``index[i]`` of what it held.
+
+        Beam search keeps, after each step, the beams that scored best: ``index`` holds, for each
+        new beam, the old beam it continues. It may repeat rows and change the batch size
+        (``torch.zeros(k, dtype=torch.long)`` makes ``k`` beams of a one-prompt cache).
+
+        Args:
+            index: an integer tensor ``[new_batch_size]``, on the cache's device, each value in
+                ``0 .. batch_size - 1`` (checked when ``index`` is on the CPU; on an accelerator
+                that check would wait for the device).
+
+        Raises:
+            TypeError: ``index`` is not an integer tensor.
+            ValueError: ``index`` is not 1-D, is on another device, or (on the CPU) holds a row
+                outside ``0 .. batch_size - 1``.
+
+        中文:
+            沿批这一维重新挑选：缓存的第 ``i`` 行变成原来的第 ``index[i]`` 行。
+
+            束搜索每一步之后留下得分最高的几束：``index`` 给出每一束新束接续的是哪一束旧束。
+            可以重复某一行，也可以改变批大小（``torch.zeros(k, dtype=torch.long)`` 把只有一个提示的
+            缓存变成 ``k`` 束）。
+
+            参数:
+                index: 形状为 ``[new_batch_size]`` 的整数张量，与缓存在同一设备上，每个值在
+                    ``0 .. batch_size - 1`` 之间（``index`` 在 CPU 上时才检查；在加速器上检查要等设备
+                    算完）。
+
+            引发:
+                TypeError: ``index`` 不是整数张量。
+                ValueError: ``index`` 不是一维的，与缓存不在同一设备上，或者（在 CPU 上）有一行
+                    超出 ``0 .. batch_size - 1``。
+        """
+        _check_integer_tensor("index", index, "[new_batch_size]")
+        if self._keys is None:
+            return
+        if index.device != self._keys.device:
+            raise ValueError(
+                f"index must be on the cache's device {self._keys.device}, got {index.device}"
+            )
+        _check_range("index", index, self._keys.size(0) - 1, "batch_size - 1")
+        # 整个缓冲区按行挑选（out-of-place：之前取出的视图、反向传播要用的张量都不变）
+        # The whole buffer, row by row (out of place: views taken earlier, and tensors the backward
+        # pass saved, stay unchanged)
+        self._keys = self._keys.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
+        self._values = self._values.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
+
+    def reset(self) -> None:
+        """Empty the cache, as new (``max_len`` kept): the next call may bring another batch size,
+        another model, or self-attention after cross-attention.
+
+        中文:
+            清空缓存，和新建的一样（保留 ``max_len``）：下一次调用可以换批大小、换模型，也可以从交叉
+            注意力换成自注意力。
+        """
+        self._keys = self._values = None
+        self._len = 0
+        self._owner = self._source = None
+
+    def to(self, *args, **kwargs) -> KVCache:
+        """Move (or cast) the held keys and values as ``Tensor.to`` does, in place; returns the cache.
+
+        中文:
+            像 ``Tensor.to`` 一样移动（或转换）缓存里的键和值，原地修改；返回缓存本身。
+        """
+        if self._keys is not None:
+            self._keys = self._keys.to(*args, **kwargs)
+            self._values = self._values.to(*args, **kwargs)
+        return self
+
+    def _claim(self, module: nn.Module, source: str) -> None:
+        """Called by ``MHA.forward``: the cache belongs to one module, filled from one source."""
+        owner = None if self._owner is None else self._owner()
+        if owner is not None and owner is not module:
+            raise ValueError(
+                "this KVCache belongs to another module: each attention layer needs a cache of its "
+                "own (a ModelCache holds one per layer); reset() it to use it elsewhere"
+            )
+        if self._len and self._source is not None and self._source != source:
+            said = {"x": "self-attention (no context)", "context": "cross-attention (context=)"}
+            raise ValueError(
+                f"this KVCache holds keys and values of {said[self._source]}, this call is "
+                f"{said[source]}: use a cache for each, or reset() it"
+            )
+        if owner is None:
+            self._owner = weakref.ref(module)
+        self._source = source
 
     def _recorded(self, keys: Tensor, values: Tensor, queries: Tensor | None) -> bool:
         """Whether autograd records (or has recorded) something that reads the cache."""
@@ -326,7 +524,7 @@ class KVCache:
         if held != new:
             raise ValueError(
                 f"cache holds [batch_size, kv_heads, head_size] = {list(held)}, this call gives "
-                f"{list(new)}: use a new KVCache for another batch or model"
+                f"{list(new)}: reset() it, or use a new KVCache, for another batch"
             )
         if keys.dtype != self._keys.dtype:
             raise TypeError(f"cache holds dtype {self._keys.dtype}, this call gives {keys.dtype}")
@@ -345,12 +543,108 @@ def _grown(buffer: Tensor | None, new: Tensor, held: int, capacity: int) -> Tens
     return grown
 
 
+class ModelCache:
+    """One [`KVCache`][mha.full.KVCache] per attention layer of a model, handled together.
+
+    A model of ``n`` layers passes ``cache.layers[i]`` to its layer ``i``. ``crop``, ``reorder``,
+    ``reset`` and ``to`` act on every layer's cache, as a generation loop needs.
+
+    Args:
+        num_layers: how many caches (attention layers).
+        max_len: each cache's ``max_len`` (``None``: buffers that grow as needed).
+
+    Attributes:
+        layers: the caches, a tuple of ``num_layers`` [`KVCache`][mha.full.KVCache].
+
+    Raises:
+        TypeError: ``num_layers`` or ``max_len`` is not an ``int``.
+        ValueError: ``num_layers`` or ``max_len`` is not positive.
+
+    Examples:
+        >>> cache = ModelCache(2, max_len=16)
+        >>> cache
+        ModelCache(num_layers=2, len=0, max_len=16)
+        >>> for layer in cache.layers:
+        ...     layer.append(torch.zeros(1, 2, 5, 3), torch.zeros(1, 2, 5, 3))
+        >>> cache.crop(3)
+        >>> len(cache), [len(layer) for layer in cache.layers]
+        (3, [3, 3])
+
+    中文:
+        模型每个注意力层各一个 [`KVCache`][mha.full.KVCache]，统一处理。
+
+        有 ``n`` 层的模型把 ``cache.layers[i]`` 传给第 ``i`` 层。``crop``、``reorder``、``reset``
+        和 ``to`` 作用于每一层的缓存，生成循环需要的正是这样。
+
+        参数:
+            num_layers: 缓存的个数（注意力层数）。
+            max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）。
+
+        属性:
+            layers: 这些缓存，由 ``num_layers`` 个 [`KVCache`][mha.full.KVCache] 组成的元组。
+
+        引发:
+            TypeError: ``num_layers`` 或 ``max_len`` 不是 ``int``。
+            ValueError: ``num_layers`` 或 ``max_len`` 不是正数。
+    """
+
+    def __init__(self, num_layers: int, *, max_len: int | None = None) -> None:
+        _check_length("num_layers", num_layers, positive=True)
+        self.layers = tuple(KVCache(max_len) for _ in range(num_layers))
+        self.max_len = max_len
+
+    def __len__(self) -> int:
+        """The positions the caches hold (every layer holds as many between two forwards)."""
+        return len(self.layers[0])
+
+    def __repr__(self) -> str:
+        extra = "" if self.max_len is None else f", max_len={self.max_len}"
+        return f"ModelCache(num_layers={len(self.layers)}, len={len(self)}{extra})"
+
+    def crop(self, n: int) -> None:
+        """[`KVCache.crop`][mha.full.KVCache.crop] on every layer.
+
+        中文:
+            对每一层调用 [`KVCache.crop`][mha.full.KVCache.crop]。
+        """
+        for layer in self.layers:
+            layer.crop(n)
+
+    def reorder(self, index: Tensor) -> None:
+        """[`KVCache.reorder`][mha.full.KVCache.reorder] on every layer.
+
+        中文:
+            对每一层调用 [`KVCache.reorder`][mha.full.KVCache.reorder]。
+        """
+        for layer in self.layers:
+            layer.reorder(index)
+
+    def reset(self) -> None:
+        """[`KVCache.reset`][mha.full.KVCache.reset] on every layer.
+
+        中文:
+            对每一层调用 [`KVCache.reset`][mha.full.KVCache.reset]。
+        """
+        for layer in self.layers:
+            layer.reset()
+
+    def to(self, *args, **kwargs) -> ModelCache:
+        """[`KVCache.to`][mha.full.KVCache.to] on every layer; returns the container.
+
+        中文:
+            对每一层调用 [`KVCache.to`][mha.full.KVCache.to]；返回容器本身。
+        """
+        for layer in self.layers:
+            layer.to(*args, **kwargs)
+        return self
+
+
+# A saved cache loads with torch.load's default weights_only=True (its state is tensors, ints,
+# strings and None).
+torch.serialization.add_safe_globals([KVCache, ModelCache])
+
+
 # --8<-- [end:cache]
-
-
-def _check_flag(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
 
 
 # --8<-- [start:class]
@@ -366,6 +660,10 @@ class MHA(nn.Module):
         bias: whether the four linear layers have a bias.
         fast: ``True`` runs ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels);
             ``False`` runs the attention written out, as on the site's walkthrough.
+        context_size: the width of ``context`` in cross-attention, when it differs from
+            ``hidden_size`` (``kdim`` and ``vdim`` in ``nn.MultiheadAttention``): ``W_k`` and
+            ``W_v`` take ``context_size`` inputs, and the module does cross-attention only.
+            ``None`` (the default) means ``hidden_size``.
 
     Raises:
         TypeError: a size is not an ``int``, ``dropout`` not a number, ``bias`` or ``fast`` not
@@ -394,6 +692,9 @@ class MHA(nn.Module):
             bias: 四个线性层是否带偏置。
             fast: ``True`` 调用 ``torch.nn.functional.scaled_dot_product_attention``（融合算子）；
                 ``False`` 按网站逐行走读里的写法把注意力逐步算出来。
+            context_size: 交叉注意力中 ``context`` 的宽度，与 ``hidden_size`` 不同时给出（即
+                ``nn.MultiheadAttention`` 的 ``kdim`` 和 ``vdim``）：``W_k`` 和 ``W_v`` 的输入是
+                ``context_size`` 维，模块只能做交叉注意力。默认 ``None`` 表示 ``hidden_size``。
 
         引发:
             TypeError: 尺寸不是 ``int``，``dropout`` 不是数，或者 ``bias``、``fast`` 不是
@@ -411,6 +712,7 @@ class MHA(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         fast: bool = True,
+        context_size: int | None = None,
     ):
         super().__init__()
         kv_heads = heads_num if kv_heads is None else kv_heads
@@ -422,19 +724,24 @@ class MHA(nn.Module):
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         _check_flag("bias", bias)
         _check_flag("fast", fast)
+        context_size = hidden_size if context_size is None else context_size
+        _check_length("context_size", context_size, positive=True)
         self.hidden_size = hidden_size
         self.heads_num = heads_num
         self.head_size = hidden_size // heads_num
         self.kv_heads = kv_heads
         self.dropout = float(dropout)
         self.fast = fast
+        self.context_size = context_size
 
-        # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num）
+        # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num），
+        # 输入是 context_size 维（默认就是 hidden_size）
         # The query projection is the pure version's; keys and values project to kv_heads heads
-        # only (fewer than heads_num under grouped-query attention)
+        # only (fewer than heads_num under grouped-query attention), from context_size inputs
+        # (hidden_size unless given)
         self.W_q = nn.Linear(hidden_size, hidden_size, bias=bias)
-        self.W_k = nn.Linear(hidden_size, kv_heads * self.head_size, bias=bias)
-        self.W_v = nn.Linear(hidden_size, kv_heads * self.head_size, bias=bias)
+        self.W_k = nn.Linear(context_size, kv_heads * self.head_size, bias=bias)
+        self.W_v = nn.Linear(context_size, kv_heads * self.head_size, bias=bias)
 
         self.W_o = nn.Linear(hidden_size, hidden_size, bias=bias)
 
@@ -454,7 +761,8 @@ class MHA(nn.Module):
         Args:
             x: the queries' input, ``[batch_size, q_len, hidden_size]``.
             context: for cross-attention, the keys' and values' input,
-                ``[batch_size, src_len, hidden_size]``; ``None`` for self-attention.
+                ``[batch_size, src_len, context_size]`` (``context_size`` is ``hidden_size``
+                unless given); ``None`` for self-attention.
             attn_mask: boolean (``True`` = may attend, as in
                 ``scaled_dot_product_attention``; the opposite of ``nn.MultiheadAttention``) or
                 floating point (added to the scores), broadcastable to
@@ -462,7 +770,9 @@ class MHA(nn.Module):
             is_causal: apply [`causal_mask`][mha.full.causal_mask] (lower-right aligned), on top of
                 ``attn_mask`` if both are given.
             cache: a [`KVCache`][mha.full.KVCache] to extend with this call's keys and values and
-                attend over in full (self-attention only).
+                attend over in full. With ``context``, the first call fills it with the
+                context's keys and values and later calls read them instead of projecting the
+                context again. A cache belongs to the first module that uses it.
             need_weights: also return the attention weights (computed by the written-out path).
 
         Returns:
@@ -474,8 +784,9 @@ class MHA(nn.Module):
 
         Raises:
             TypeError: an input, the mask or the cache has the wrong type or dtype.
-            ValueError: an input or the mask has the wrong shape or device, or ``context`` and
-                ``cache`` are both given.
+            ValueError: an input or the mask has the wrong shape or device; ``cache`` belongs to
+                another module, holds self-attention's keys when given ``context`` (or the
+                reverse), or holds a context of another batch size or length.
 
         Examples:
             >>> model = MHA(20, 4)
@@ -489,15 +800,16 @@ class MHA(nn.Module):
 
             参数:
                 x: 查询的输入，``[batch_size, q_len, hidden_size]``。
-                context: 交叉注意力时键和值的输入，``[batch_size, src_len, hidden_size]``；
-                    自注意力时为 ``None``。
+                context: 交叉注意力时键和值的输入，``[batch_size, src_len, context_size]``
+                    （不给 ``context_size`` 时就是 ``hidden_size``）；自注意力时为 ``None``。
                 attn_mask: 布尔掩码（``True`` 表示可以关注，与 ``scaled_dot_product_attention``
                     相同，与 ``nn.MultiheadAttention`` 相反）或浮点掩码（加到注意力分数上），
                     能广播到 ``[batch_size, heads_num, q_len, k_len]``，与输入在同一设备上。
                 is_causal: 加上右下对齐的 [`causal_mask`][mha.full.causal_mask]；与
                     ``attn_mask`` 同时给出时两者都生效。
                 cache: 一个 [`KVCache`][mha.full.KVCache]：把这次算出的键和值追加进去，再对其中
-                    全部的键和值做注意力（只用于自注意力）。
+                    全部的键和值做注意力。同时给了 ``context`` 时，第一次调用把上下文的键和值存进
+                    缓存，之后的调用直接读取，不再投影上下文。缓存属于第一个使用它的模块。
                 need_weights: 同时返回注意力权重（由逐步计算的路径算出）。
 
             返回:
@@ -509,38 +821,48 @@ class MHA(nn.Module):
 
             引发:
                 TypeError: 输入、掩码或缓存的类型或 dtype 不对。
-                ValueError: 输入或掩码的形状、设备不对，或者同时给了 ``context`` 和 ``cache``。
+                ValueError: 输入或掩码的形状、设备不对；``cache`` 属于另一个模块，给了 ``context``
+                    却存着自注意力的键（或者反过来），或者存的上下文批大小、长度与这次不同。
         """
         # 检查输入；交叉注意力时，键和值来自 context，否则来自 x 本身
         # Check the inputs; keys and values come from context for cross-attention, else from x
         check_input(x, self.hidden_size, self.W_q.weight)
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a mha.full.KVCache, got {type(cache).__name__}")
-        source = x if context is None else self._check_context(context, x, cache)  # [batch_size, src_len, hidden_size]
+        source = x if context is None else self._check_context(context, x)  # [batch_size, src_len, context_size]
+        if context is None and self.context_size != self.hidden_size:
+            raise ValueError(
+                f"this MHA takes a context of width context_size ({self.context_size}) for its "
+                f"keys and values: pass context=, [batch_size, src_len, {self.context_size}]"
+            )
         _check_flag("is_causal", is_causal)
         _check_flag("need_weights", need_weights)
+        reuse = self._check_cache(cache, context, x)  # the cache holds the context's keys and values
+        held = 0 if cache is None else len(cache)
         if attn_mask is not None:
             # Checked before anything changes, so a bad mask leaves the cache as it was.
-            k_len = source.size(1) + (0 if cache is None else len(cache))
+            k_len = source.size(1) + (0 if cache is None or context is not None else held)
             _check_mask(attn_mask, (x.size(0), self.heads_num, x.size(1), k_len), x.device)
 
-        # 投影：查询有 heads_num 个头，键和值有 kv_heads 个头
-        # Project: heads_num heads of queries, kv_heads heads of keys and values
+        # 投影查询，按头拆分，再把头换到第 1 维：保持四维，融合算子要的就是这种布局
+        # Project the queries, split them into heads and move the heads to dim 1: kept 4-D, the
+        # layout the fused kernels take
         q = self.W_q(x)  # [batch_size, q_len, hidden_size]
-        k = self.W_k(source)  # [batch_size, src_len, kv_heads * head_size]
-        v = self.W_v(source)  # [batch_size, src_len, kv_heads * head_size]
-
-        # 按头拆分，再把头换到第 1 维：保持四维，融合算子要的就是这种布局
-        # Split into heads and move them to dim 1: kept 4-D, the layout the fused kernels take
         q = q.view(q.size(0), q.size(1), self.heads_num, self.head_size).transpose(1, 2)  # [batch_size, heads_num, q_len, head_size]
-        k = k.view(k.size(0), k.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
-        v = v.view(v.size(0), v.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
 
-        # 有缓存时：把新的键和值接在缓存后面，对全部键和值做注意力
-        # With a cache: append the new keys and values, then attend over all of them
+        if not reuse:
+            # 键和值同样投影、拆分，但只有 kv_heads 个头（交叉注意力的缓存里已有上下文的键和值时不必再算）
+            # The keys and values likewise, with kv_heads heads (not again when a cross-attention
+            # cache holds the context's keys and values already)
+            k = self.W_k(source)  # [batch_size, src_len, kv_heads * head_size]
+            v = self.W_v(source)  # [batch_size, src_len, kv_heads * head_size]
+            k = k.view(k.size(0), k.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
+            v = v.view(v.size(0), v.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
+
         if cache is not None:
-            held = len(cache)
-            cache.append(k, v, queries=q)
+            # 有缓存时：把新的键和值接在缓存后面（上下文的键和值只在第一次调用时存入），对全部键和值做注意力
+            # With a cache: append the new keys and values (a context's at the first call only),
+            # then attend over all of them
+            if not reuse:
+                cache.append(k, v, queries=q)
             k = cache.keys  # [batch_size, kv_heads, k_len, head_size]
             v = cache.values  # [batch_size, kv_heads, k_len, head_size]
 
@@ -690,18 +1012,32 @@ class MHA(nn.Module):
             return attn_mask & causal
         return attn_mask.masked_fill(~causal, float("-inf"))
 
-    def _check_context(self, context: Tensor, x: Tensor, cache: KVCache | None) -> Tensor:
-        if cache is not None:
-            raise ValueError(
-                "cache is for self-attention only; with context (cross-attention) pass "
-                "cache=None: each call projects the context again"
-            )
-        check_input(context, self.hidden_size, self.W_k.weight, name="context")
+    def _check_context(self, context: Tensor, x: Tensor) -> Tensor:
+        named = "hidden_size" if self.context_size == self.hidden_size else "context_size"
+        check_input(context, self.context_size, self.W_k.weight, name="context", size_name=named)
         if context.size(0) != x.size(0):
             raise ValueError(
                 f"context.shape[0] must equal x.shape[0] ({x.size(0)}), got {context.size(0)}"
             )
         return context
+
+    def _check_cache(self, cache: KVCache | None, context: Tensor | None, x: Tensor) -> bool:
+        """Check ``cache`` and make it this module's; whether it holds the context's keys and
+        values already (cross-attention after the first call)."""
+        if cache is None:
+            return False
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a mha.full.KVCache, got {type(cache).__name__}")
+        cache._claim(self, "x" if context is None else "context")
+        if context is None or not len(cache):
+            return False
+        if context.size(1) != len(cache) or cache.keys.size(0) != x.size(0):
+            raise ValueError(
+                f"cache holds the keys and values of a context [batch_size, src_len] = "
+                f"{[cache.keys.size(0), len(cache)]}, this call's context is "
+                f"{[context.size(0), context.size(1)]}: reset() the cache for a new context"
+            )
+        return True
 
 
 def _check_mask(mask: object, target: tuple[int, int, int, int], device: torch.device) -> None:

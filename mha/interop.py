@@ -21,7 +21,11 @@ same in both: the probability of zeroing an attention weight, in training mode o
 
 Cross-attention needs nothing more: both modules project the queries with the first third of
 ``in_proj`` and the keys and values with the rest, whatever the input. ``m(x, context)`` is
-``t(x, context, context)``.
+``t(x, context, context)``. A context of another width, ``full.MHA(context_size=c)``, is
+``nn.MultiheadAttention(kdim=c, vdim=c)``, which keeps three weights instead of ``in_proj``:
+``q_proj_weight``, ``k_proj_weight`` and ``v_proj_weight`` are ``W_q.weight``, ``W_k.weight`` and
+``W_v.weight`` (``in_proj_bias`` stacks the biases as above). ``kdim != vdim`` has no
+counterpart: ``W_k`` and ``W_v`` take the same context.
 
 Masks have opposite polarities: in ``mha.full``, ``True`` means *may attend*; in
 ``nn.MultiheadAttention``, ``True`` means *blocked*. Negate a boolean mask when passing it across
@@ -62,6 +66,14 @@ Examples:
     >>> back = from_torch(t, full=True)
     >>> all(torch.equal(back.state_dict()[k], v) for k, v in model.state_dict().items())
     True
+    >>> wide = MHA(hidden_size=20, heads_num=4, context_size=12).eval()  # a context 12 wide
+    >>> t = to_torch(wide)
+    >>> t.kdim, t.vdim, t.k_proj_weight.shape  # [hidden_size, context_size]
+    (12, 12, torch.Size([20, 12]))
+    >>> memory = torch.randn(2, 7, 12)
+    >>> out, _ = t(x, memory, memory, need_weights=False)
+    >>> torch.allclose(out, wide(x, memory), atol=1e-6)
+    True
 """
 
 from __future__ import annotations
@@ -88,7 +100,9 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
     Args:
         m: an ``mha`` MHA: annotated, pure, or full with ``kv_heads == heads_num`` (anything
             with ``hidden_size``, ``heads_num`` and ``W_q``, ``W_k``, ``W_v``, ``W_o`` linear
-            layers ``[hidden_size, hidden_size]``, all with a bias or all without).
+            layers ``[hidden_size, hidden_size]``, all with a bias or all without; ``W_k`` and
+            ``W_v`` are ``[hidden_size, context_size]`` for a full MHA with ``context_size``,
+            which gives ``kdim = vdim = context_size``).
         batch_first: ``True`` (the default) gives a module that takes ``[batch_size, seq_len,
             hidden_size]`` like ``m``. ``False`` gives one with the same weights that takes
             ``[seq_len, batch_size, hidden_size]``: pass ``x.transpose(0, 1)`` and transpose
@@ -127,7 +141,8 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
             m: ``mha`` 的 MHA：注释版、纯享版，或者 ``kv_heads == heads_num`` 的完整版。其实任何
                 对象都行，只要有 ``hidden_size``、``heads_num`` 和线性层 ``W_q``、``W_k``、
                 ``W_v``、``W_o``，形状都是 ``[hidden_size, hidden_size]``，且要么全有偏置、
-                要么全没有。
+                要么全没有；带 ``context_size`` 的完整版，``W_k`` 和 ``W_v`` 是
+                ``[hidden_size, context_size]``，对应 ``kdim = vdim = context_size``。
             batch_first: 为 ``True``（默认）时，得到的模块和 ``m`` 一样接受
                 ``[batch_size, seq_len, hidden_size]``。为 ``False`` 时权重不变，但模块接受
                 ``[seq_len, batch_size, hidden_size]``：传入 ``x.transpose(0, 1)``，
@@ -161,6 +176,7 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
 
     h, heads_num = m.hidden_size, m.heads_num
     kv_heads = getattr(m, "kv_heads", heads_num)
+    c = getattr(m, "context_size", h)
     if kv_heads != heads_num:
         raise ValueError(
             f"cannot map m: kv_heads ({kv_heads}) < heads_num ({heads_num}) is grouped-query "
@@ -168,12 +184,13 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
             "heads)"
         )
     shapes = {n: tuple(getattr(m, n).weight.shape) for n in _LAYERS}
-    wrong = [f"{n}.weight is {list(s)}" for n, s in shapes.items() if s != (h, h)]
+    expected = {"W_q": (h, h), "W_k": (h, c), "W_v": (h, c), "W_o": (h, h)}
+    wrong = [f"{n}.weight is {list(s)}" for n, s in shapes.items() if s != expected[n]]
     if wrong:
-        raise ValueError(
-            f"cannot map m: every linear layer must be [hidden_size, hidden_size] = {[h, h]}, "
-            f"got {', '.join(wrong)}"
-        )
+        said = "every linear layer must be [hidden_size, hidden_size]"
+        if c != h:
+            said = "W_q and W_o must be [hidden_size, hidden_size], W_k and W_v [hidden_size, context_size]"
+        raise ValueError(f"cannot map m: {said} = {[h, h]}, got {', '.join(wrong)}")
     with_bias = [n for n in _LAYERS if getattr(m, n).bias is not None]
     if with_bias and len(with_bias) < len(_LAYERS):
         without = [n for n in _LAYERS if n not in with_bias]
@@ -188,12 +205,19 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
         heads_num,
         dropout=float(dropout),
         bias=bool(with_bias),
+        kdim=c,
+        vdim=c,
         batch_first=batch_first,
         device=w.device,
         dtype=w.dtype,
     )
     with torch.no_grad():
-        t.in_proj_weight.copy_(torch.cat([m.W_q.weight, m.W_k.weight, m.W_v.weight]))
+        if c == h:
+            t.in_proj_weight.copy_(torch.cat([m.W_q.weight, m.W_k.weight, m.W_v.weight]))
+        else:  # kdim = vdim != embed_dim: three separate weights
+            t.q_proj_weight.copy_(m.W_q.weight)
+            t.k_proj_weight.copy_(m.W_k.weight)
+            t.v_proj_weight.copy_(m.W_v.weight)
         t.out_proj.weight.copy_(m.W_o.weight)
         if with_bias:
             t.in_proj_bias.copy_(torch.cat([m.W_q.bias, m.W_k.bias, m.W_v.bias]))
@@ -210,9 +234,10 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
     (training or evaluation).
 
     Args:
-        t: a ``torch.nn.MultiheadAttention`` with ``kdim`` and ``vdim`` equal to ``embed_dim``
-            (one ``in_proj_weight``), ``add_bias_kv=False`` and ``add_zero_attn=False``. For
-            the pure MHA also ``bias=True`` and ``dropout=0.0``, which it cannot hold.
+        t: a ``torch.nn.MultiheadAttention`` with ``kdim == vdim``, ``add_bias_kv=False`` and
+            ``add_zero_attn=False``. For the pure MHA also ``kdim == embed_dim``, ``bias=True``
+            and ``dropout=0.0``, which it cannot hold (the full MHA maps ``kdim`` to
+            ``context_size``).
         full: ``False`` (the default) gives an [`mha.pure.MHA`][mha.pure.MHA]; ``True`` gives
             an [`mha.full.MHA`][mha.full.MHA] (``kv_heads == heads_num``, ``fast=True``) with
             ``t``'s ``bias`` and ``dropout``.
@@ -245,10 +270,10 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
         模式（训练或评估）。
 
         参数:
-            t: 一个 ``torch.nn.MultiheadAttention``，``kdim`` 和 ``vdim`` 等于 ``embed_dim``
-                （只有一个 ``in_proj_weight``），``add_bias_kv=False``，
-                ``add_zero_attn=False``。要得到纯享版，还必须 ``bias=True``、``dropout=0.0``，
-                因为纯享版没有这两个选项。
+            t: 一个 ``torch.nn.MultiheadAttention``，``kdim == vdim``，``add_bias_kv=False``，
+                ``add_zero_attn=False``。要得到纯享版，还必须 ``kdim == embed_dim``、``bias=True``、
+                ``dropout=0.0``，因为纯享版没有这些选项（完整版把 ``kdim`` 对应到
+                ``context_size``）。
             full: 为 ``False``（默认）时返回 [`mha.pure.MHA`][mha.pure.MHA]；为 ``True`` 时返回
                 [`mha.full.MHA`][mha.full.MHA]（``kv_heads == heads_num``，``fast=True``），
                 ``bias`` 和 ``dropout`` 与 ``t`` 相同。
@@ -266,11 +291,16 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
         raise TypeError(f"full must be a bool, got {type(full).__name__} ({full!r})")
     bias = t.in_proj_bias is not None
     problems = []
-    # With kdim or vdim different from embed_dim, PyTorch keeps three separate weights instead.
-    if t.in_proj_weight is None:
+    # With kdim or vdim different from embed_dim, PyTorch keeps three separate weights instead:
+    # the full MHA's context_size when kdim == vdim.
+    if t.kdim != t.vdim:
         problems.append(
-            f"kdim={t.kdim}, vdim={t.vdim} (separate q/k/v weights), "
-            f"expected kdim = vdim = embed_dim = {t.embed_dim}"
+            f"kdim={t.kdim}, vdim={t.vdim}, expected kdim = vdim (W_k and W_v take one context)"
+        )
+    elif t.kdim != t.embed_dim and not full:
+        problems.append(
+            f"kdim = vdim = {t.kdim} (the pure MHA has no context_size; from_torch(t, full=True) "
+            f"maps it), expected kdim = vdim = embed_dim = {t.embed_dim}"
         )
     if t.bias_k is not None:
         problems.append("add_bias_kv=True, expected add_bias_kv=False")
@@ -297,15 +327,20 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
         raise ValueError("cannot map t: " + "; ".join(problems))
 
     h = t.embed_dim
-    w = t.in_proj_weight
+    if t.in_proj_weight is not None:
+        weights = t.in_proj_weight.split(h)  # q, k, v
+    else:
+        weights = (t.q_proj_weight, t.k_proj_weight, t.v_proj_weight)
+    w = weights[0]
     if full:
-        m = mha.full.MHA(h, t.num_heads, dropout=t.dropout, bias=bias)
+        context_size = None if t.kdim == h else t.kdim
+        m = mha.full.MHA(h, t.num_heads, dropout=t.dropout, bias=bias, context_size=context_size)
     else:
         m = mha.pure.MHA(h, t.num_heads)
     m = m.to(device=w.device, dtype=w.dtype)
     with torch.no_grad():
         for i, lin in enumerate((m.W_q, m.W_k, m.W_v)):
-            lin.weight.copy_(w[i * h : (i + 1) * h])
+            lin.weight.copy_(weights[i])
             if bias:
                 lin.bias.copy_(t.in_proj_bias[i * h : (i + 1) * h])
         m.W_o.weight.copy_(t.out_proj.weight)

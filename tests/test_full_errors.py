@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import raised_in_mha
 
-from mha.full import MHA, KVCache, causal_mask, padding_mask
+from mha.full import MHA, KVCache, ModelCache, causal_mask, padding_mask
 
 # The sizes of the chapters: batch 2, q_len 3, k_len 7, heads 4, kv_heads 2, head 5, hidden 20.
 TARGET = "[batch_size, heads_num, q_len, k_len]"
@@ -303,14 +303,158 @@ def test_cache_not_a_kv_cache_raises_type_error(model, x, cache, type_name):
     assert raised_in_mha(e)
 
 
-def test_cache_with_context_raises_value_error_cross_attention_has_no_cache(model, x):
+def test_one_cache_in_two_modules_raises_value_error(model, x):
+    cache = KVCache()
+    model(x, is_causal=True, cache=cache)
+    other = MHA(20, 4, kv_heads=2)
     expected = (
-        "cache is for self-attention only; with context (cross-attention) pass cache=None: "
-        "each call projects the context again"
+        "this KVCache belongs to another module: each attention layer needs a cache of its own "
+        "(a ModelCache holds one per layer); reset() it to use it elsewhere"
     )
     with raises(ValueError, expected) as e:
-        model(x, torch.randn(2, 7, 20), cache=KVCache())
+        other(torch.randn(2, 1, 20), is_causal=True, cache=cache)
     assert raised_in_mha(e)
+    assert len(cache) == 3  # left as it was
+    cache.reset()
+    other(torch.randn(2, 1, 20), cache=cache)  # a reset cache belongs to nobody
+    assert len(cache) == 1
+
+
+def test_self_attention_cache_given_a_context_raises_value_error(model, x):
+    cache = KVCache()
+    model(x, cache=cache)
+    expected = (
+        "this KVCache holds keys and values of self-attention (no context), this call is "
+        "cross-attention (context=): use a cache for each, or reset() it"
+    )
+    with raises(ValueError, expected) as e:
+        model(x, torch.randn(2, 7, 20), cache=cache)
+    assert raised_in_mha(e)
+
+
+def test_cross_attention_cache_of_another_context_raises_value_error(model, x):
+    cache = KVCache()
+    model(x, torch.randn(2, 7, 20), cache=cache)
+    expected = (
+        "cache holds the keys and values of a context [batch_size, src_len] = [2, 7], this "
+        "call's context is [2, 5]: reset() the cache for a new context"
+    )
+    with raises(ValueError, expected) as e:
+        model(x, torch.randn(2, 5, 20), cache=cache)
+    assert raised_in_mha(e)
+
+
+def test_context_size_without_a_context_raises_value_error(x):
+    model = MHA(20, 4, context_size=12)
+    expected = (
+        "this MHA takes a context of width context_size (12) for its keys and values: pass "
+        "context=, [batch_size, src_len, 12]"
+    )
+    with raises(ValueError, expected) as e:
+        model(x)
+    assert raised_in_mha(e)
+    with raises(ValueError, "context.shape[-1] must equal context_size (12), got 20") as e:
+        model(x, torch.randn(2, 7, 20))
+    assert raised_in_mha(e)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        pytest.param(0, ValueError, "context_size must be a positive int, got 0", id="zero"),
+        pytest.param(8.0, TypeError, "context_size must be an int, got float (8.0)", id="float"),
+    ],
+)
+def test_bad_context_size_raises(value, error, message):
+    with raises(error, message):
+        MHA(20, 4, context_size=value)
+
+
+def test_cache_beyond_max_len_raises_value_error_and_keeps_the_cache(model, x):
+    cache = KVCache(max_len=4)
+    with torch.no_grad():
+        model(x, is_causal=True, cache=cache)
+        expected = (
+            "cache holds at most max_len (4) positions; it holds 3 and this call adds 2: crop or "
+            "reset it, or create it with a larger max_len"
+        )
+        with raises(ValueError, expected) as e:
+            model(x[:, :2], is_causal=True, cache=cache)
+    assert raised_in_mha(e)
+    assert len(cache) == 3
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        pytest.param(
+            lambda: KVCache(0), ValueError, "max_len must be a positive int, got 0", id="max_len-0"
+        ),
+        pytest.param(
+            lambda: KVCache(True),
+            TypeError,
+            "max_len must be an int, got bool (True)",
+            id="max_len-bool",
+        ),
+        pytest.param(
+            lambda: ModelCache(0),
+            ValueError,
+            "num_layers must be a positive int, got 0",
+            id="layers-0",
+        ),
+        pytest.param(
+            lambda: ModelCache(2, max_len=-1),
+            ValueError,
+            "max_len must be a positive int, got -1",
+            id="layers-max_len",
+        ),
+    ],
+)
+def test_bad_cache_sizes_raise(make, error, message):
+    with raises(error, message):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("index", "error", "message"),
+    [
+        pytest.param(
+            torch.tensor([0.0, 1.0]),
+            TypeError,
+            "index must be an integer tensor of shape [new_batch_size], got torch.float32",
+            id="float",
+        ),
+        pytest.param(
+            torch.tensor([[0, 1]]),
+            ValueError,
+            "index must be 1-D [new_batch_size], got shape [1, 2]",
+            id="2-D",
+        ),
+        pytest.param(
+            torch.tensor([0, 2]),
+            ValueError,
+            "index must lie in 0 .. batch_size - 1 (1), got [0, 2]",
+            id="out-of-range",
+        ),
+        pytest.param(
+            [0, 1],
+            TypeError,
+            "index must be an integer tensor of shape [new_batch_size], got list",
+            id="list",
+        ),
+    ],
+)
+def test_bad_reorder_index_raises_and_keeps_the_cache(index, error, message):
+    cache = KVCache()
+    cache.append(torch.zeros(2, 2, 3, 5), torch.zeros(2, 2, 3, 5))
+    with raises(error, message):
+        cache.reorder(index)
+    assert cache.keys.shape == (2, 2, 3, 5)
+
+
+def test_padding_mask_left_not_a_bool_raises_type_error():
+    with raises(TypeError, "left must be a bool, got int (1)"):
+        padding_mask(torch.tensor([1, 2]), 3, left=1)
 
 
 def test_cache_of_another_batch_size_raises_value_error_naming_both(model, x):
@@ -318,7 +462,7 @@ def test_cache_of_another_batch_size_raises_value_error_naming_both(model, x):
     model(x, cache=cache)
     expected = (
         "cache holds [batch_size, kv_heads, head_size] = [2, 2, 5], this call gives [3, 2, 5]: "
-        "use a new KVCache for another batch or model"
+        "reset() it, or use a new KVCache, for another batch"
     )
     with raises(ValueError, expected) as e:
         model(torch.randn(3, 1, 20), cache=cache)
@@ -326,28 +470,30 @@ def test_cache_of_another_batch_size_raises_value_error_naming_both(model, x):
 
 
 @pytest.mark.parametrize(
-    ("other", "gives"),
+    ("shape", "gives"),
     [
-        pytest.param(MHA(20, 4, kv_heads=4), "[2, 4, 5]", id="kv_heads"),
-        pytest.param(MHA(20, 2, kv_heads=2), "[2, 2, 10]", id="head_size"),
+        pytest.param((2, 4, 1, 5), "[2, 4, 5]", id="kv_heads"),
+        pytest.param((2, 2, 1, 10), "[2, 2, 10]", id="head_size"),
     ],
 )
-def test_cache_of_another_model_raises_value_error_naming_both(model, x, other, gives):
+def test_cache_appended_another_shape_raises_value_error_naming_both(model, x, shape, gives):
+    """Another model's keys meet the cache's ownership check first (above); ``append``, which
+    anyone may call, checks the shape."""
     cache = KVCache()
     model(x, cache=cache)
     expected = f"cache holds [batch_size, kv_heads, head_size] = [2, 2, 5], this call gives {gives}"
-    with raises(ValueError, expected) as e:
-        other(torch.randn(2, 1, 20), cache=cache)
-    assert raised_in_mha(e)
+    with raises(ValueError, expected):
+        cache.append(torch.zeros(shape), torch.zeros(shape))
+    assert len(cache) == 3
 
 
 def test_cache_of_another_dtype_raises_type_error_naming_both(model, x):
     cache = KVCache()
     model(x, cache=cache)
-    other = MHA(20, 4, kv_heads=2).double()
+    model.double()
     expected = "cache holds dtype torch.float32, this call gives torch.float64"
     with raises(TypeError, expected) as e:
-        other(torch.randn(2, 1, 20, dtype=torch.float64), cache=cache)
+        model(torch.randn(2, 1, 20, dtype=torch.float64), cache=cache)
     assert raised_in_mha(e)
 
 

@@ -177,6 +177,8 @@ class Run:
     kv_heads: int | None = None  # None: heads_num
     src_len: int | None = None  # cross-attention: the context's length; None: self-attention
     cached: int = 0  # positions already in the cache (0: no cache)
+    context_cached: bool = False  # cross-attention whose cache holds the context's keys already
+    context_size: int | None = None  # the context's width; None: hidden_size
     fast: bool = True
     need_weights: bool = False
     mask: str | None = None  # see `mask_for`
@@ -185,6 +187,7 @@ class Run:
 
     def dims(self) -> dict[str, int]:
         src_len = self.q_len if self.src_len is None else self.src_len
+        hidden_size = self.heads_num * self.head_size
         return {
             "batch_size": self.batch_size,
             "q_len": self.q_len,
@@ -193,7 +196,8 @@ class Run:
             "heads_num": self.heads_num,
             "kv_heads": self.heads_num if self.kv_heads is None else self.kv_heads,
             "head_size": self.head_size,
-            "hidden_size": self.heads_num * self.head_size,
+            "hidden_size": hidden_size,
+            "context_size": hidden_size if self.context_size is None else self.context_size,
         }
 
     def free_dims(self) -> dict[str, int]:
@@ -209,6 +213,8 @@ class Run:
         free["1"] = 1  # a literal dimension ([..., q_len, 1])
         if self.src_len is not None:
             free["src_len"] = dims["src_len"]
+        if self.context_size is not None:
+            free["context_size"] = dims["context_size"]
         if self.cached:
             free["k_len"] = dims["k_len"]
         if dims["kv_heads"] != dims["heads_num"]:
@@ -269,6 +275,22 @@ RUNS = [
     ),
     Run("cache/gqa/fast/padding/causal", **GQA, cached=4, mask="padding", is_causal=True),
     Run("cache/gqa/math/padding", **GQA, cached=4, fast=False, mask="padding"),
+    Run(
+        "cross/math/context_size/padding",
+        **SITE,
+        src_len=7,
+        context_size=9,
+        fast=False,
+        mask="padding",
+    ),
+    Run(
+        "cross/gqa/fast/context_size/context-cached/causal",
+        **GQA,
+        src_len=7,
+        context_size=9,
+        context_cached=True,
+        is_causal=True,
+    ),
 ]
 
 FULL_NAMES = tuple(RUNS[0].dims())
@@ -304,10 +326,16 @@ def inputs(namespace: dict, run: Run) -> Call:
         kv_heads=run.kv_heads,
         dropout=run.dropout,
         fast=run.fast,
+        context_size=run.context_size,
     ).train(run.dropout > 0)
     x = torch.randn(run.batch_size, run.q_len, dims["hidden_size"])
-    context = None if run.src_len is None else torch.randn(run.batch_size, run.src_len, x.size(2))
+    context = None
+    if run.src_len is not None:
+        context = torch.randn(run.batch_size, run.src_len, dims["context_size"])
     cache = None
+    if run.context_cached:  # a first call, without the tracer, puts the context's keys in it
+        cache = namespace["KVCache"]()
+        model(x, context, cache=cache)
     if run.cached:  # a prefill, without the tracer: [batch_size, kv_heads, cached, head_size]
         cache = namespace["KVCache"]()
         shape = (run.batch_size, dims["kv_heads"], run.cached, run.head_size)
