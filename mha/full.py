@@ -464,11 +464,25 @@ class KVCache:
         self._len = 0
         self._owner = self._source = None
 
-    def to(self, *args, **kwargs) -> KVCache:
-        """Move (or cast) the held keys and values as ``Tensor.to`` does, in place; returns the cache.
+    def to(self, *args: object, **kwargs: object) -> KVCache:
+        """Move (or cast) the held keys and values, in place.
+
+        Args:
+            *args: what ``Tensor.to`` takes: a device, a dtype, or both.
+            **kwargs: ``Tensor.to``'s keywords (``device=``, ``dtype=``, ``non_blocking=``).
+
+        Returns:
+            The cache itself, as ``nn.Module.to`` returns the module.
 
         中文:
-            像 ``Tensor.to`` 一样移动（或转换）缓存里的键和值，原地修改；返回缓存本身。
+            移动（或转换）缓存里的键和值，原地修改。
+
+            参数:
+                *args: ``Tensor.to`` 接受的参数：设备、dtype，或者两者。
+                **kwargs: ``Tensor.to`` 的关键字参数（``device=``、``dtype=``、``non_blocking=``）。
+
+            返回:
+                缓存本身，就像 ``nn.Module.to`` 返回模块本身。
         """
         if self._keys is not None:
             self._keys = self._keys.to(*args, **kwargs)
@@ -594,7 +608,7 @@ class ModelCache:
         self.max_len = max_len
 
     def __len__(self) -> int:
-        """The positions the caches hold (every layer holds as many between two forwards)."""
+        # The positions the caches hold: every layer holds as many between two forwards.
         return len(self.layers[0])
 
     def __repr__(self) -> str:
@@ -604,8 +618,14 @@ class ModelCache:
     def crop(self, n: int) -> None:
         """[`KVCache.crop`][mha.full.KVCache.crop] on every layer.
 
+        Args:
+            n: how many positions to keep, ``0 .. len(cache)``.
+
         中文:
             对每一层调用 [`KVCache.crop`][mha.full.KVCache.crop]。
+
+            参数:
+                n: 保留的位置数，取值在 ``0 .. len(cache)`` 之间。
         """
         for layer in self.layers:
             layer.crop(n)
@@ -613,8 +633,15 @@ class ModelCache:
     def reorder(self, index: Tensor) -> None:
         """[`KVCache.reorder`][mha.full.KVCache.reorder] on every layer.
 
+        Args:
+            index: an integer tensor ``[new_batch_size]``: row ``i`` becomes row ``index[i]``.
+
         中文:
             对每一层调用 [`KVCache.reorder`][mha.full.KVCache.reorder]。
+
+            参数:
+                index: 形状为 ``[new_batch_size]`` 的整数张量：第 ``i`` 行变成原来的第
+                    ``index[i]`` 行。
         """
         for layer in self.layers:
             layer.reorder(index)
@@ -628,11 +655,25 @@ class ModelCache:
         for layer in self.layers:
             layer.reset()
 
-    def to(self, *args, **kwargs) -> ModelCache:
-        """[`KVCache.to`][mha.full.KVCache.to] on every layer; returns the container.
+    def to(self, *args: object, **kwargs: object) -> ModelCache:
+        """[`KVCache.to`][mha.full.KVCache.to] on every layer.
+
+        Args:
+            *args: what ``Tensor.to`` takes: a device, a dtype, or both.
+            **kwargs: ``Tensor.to``'s keywords.
+
+        Returns:
+            The container itself.
 
         中文:
-            对每一层调用 [`KVCache.to`][mha.full.KVCache.to]；返回容器本身。
+            对每一层调用 [`KVCache.to`][mha.full.KVCache.to]。
+
+            参数:
+                *args: ``Tensor.to`` 接受的参数：设备、dtype，或者两者。
+                **kwargs: ``Tensor.to`` 的关键字参数。
+
+            返回:
+                容器本身。
         """
         for layer in self.layers:
             layer.to(*args, **kwargs)
