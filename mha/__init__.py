@@ -16,6 +16,9 @@
   against the measurements wherever they are shown.
 """
 
-from mha import annotated, checks, full, interop, pure  # noqa: E402  (``import mha`` then ``mha.full``)
+# ``import mha`` then ``mha.full``: the public modules are attributes of the package.
+from mha import annotated, checks, full, interop, pure
+
+__all__ = ["annotated", "checks", "full", "interop", "pure"]
 
 __version__ = "0.1.0"

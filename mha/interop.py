@@ -187,10 +187,13 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
     expected = {"W_q": (h, h), "W_k": (h, c), "W_v": (h, c), "W_o": (h, h)}
     wrong = [f"{n}.weight is {list(s)}" for n, s in shapes.items() if s != expected[n]]
     if wrong:
-        said = "every linear layer must be [hidden_size, hidden_size]"
+        said = f"every linear layer must be [hidden_size, hidden_size] = {[h, h]}"
         if c != h:
-            said = "W_q and W_o must be [hidden_size, hidden_size], W_k and W_v [hidden_size, context_size]"
-        raise ValueError(f"cannot map m: {said} = {[h, h]}, got {', '.join(wrong)}")
+            said = (
+                f"W_q and W_o must be [hidden_size, hidden_size] = {[h, h]}, W_k and W_v "
+                f"[hidden_size, context_size] = {[h, c]}"
+            )
+        raise ValueError(f"cannot map m: {said}, got {', '.join(wrong)}")
     with_bias = [n for n in _LAYERS if getattr(m, n).bias is not None]
     if with_bias and len(with_bias) < len(_LAYERS):
         without = [n for n in _LAYERS if n not in with_bias]
