@@ -8,7 +8,9 @@
 - [`mha.full`][mha.full] -- the full version (完整版): masks, cross-attention, a KV cache,
   grouped-query attention, dropout and a fast path, each proven equal to PyTorch's own.
 
-``import mha`` imports these five; ``mha.trace`` and ``mha.bench`` are imported by name.
+``import mha`` imports these six; ``mha.trace`` and ``mha.bench`` are imported by name.
+- [`mha.decoder`][mha.decoder] -- a decoder-only language model on the full version, and batched
+  generation and beam search with its cache.
 - [`mha.checks`][mha.checks] -- the argument checks they share.
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
@@ -17,8 +19,8 @@
 """
 
 # ``import mha`` then ``mha.full``: the public modules are attributes of the package.
-from mha import annotated, checks, full, interop, pure
+from mha import annotated, checks, decoder, full, interop, pure
 
-__all__ = ["annotated", "checks", "full", "interop", "pure"]
+__all__ = ["annotated", "checks", "decoder", "full", "interop", "pure"]
 
 __version__ = "0.1.0"

@@ -1,0 +1,374 @@
+"""A decoder-only language model on [`mha.full.MHA`][mha.full.MHA], and generation with its cache.
+
+The model of the site's chapter *Use it in a model*: pre-norm blocks (``x + attn(norm(x))``, then
+``x + mlp(norm(x))``), learned absolute positions, a [`ModelCache`][mha.full.ModelCache] for
+generation. [`generate`][mha.decoder.generate] runs a batch of prompts of different lengths,
+padded on the left or the right, and gives each the tokens it would get alone;
+[`beam_search`][mha.decoder.beam_search] keeps the best ``beams`` continuations with
+[`ModelCache.reorder`][mha.full.ModelCache.reorder].
+
+Shapes: ``batch_size`` sequences of ``seq_len`` tokens (``q_len`` new ones in a call with a cache,
+``k_len`` held in all), ``vocab_size`` token ids, ``hidden_size`` wide.
+
+Examples:
+    >>> import torch
+    >>> from mha.decoder import Decoder, generate
+    >>> _ = torch.manual_seed(0)
+    >>> model = Decoder(vocab_size=11, hidden_size=16, heads_num=4, kv_heads=2, num_layers=2)
+    >>> model(torch.tensor([[1, 2, 3]])).shape  # [batch_size, seq_len, vocab_size]
+    torch.Size([1, 3, 11])
+    >>> generate(model.eval(), [[1, 2, 3], [4]], steps=5).shape  # [batch_size, steps]
+    torch.Size([2, 5])
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from mha.full import MHA, KVCache, ModelCache, padding_mask
+
+__all__ = ["Block", "Decoder", "beam_search", "generate", "positions_of"]
+
+
+# --8<-- [start:block]
+class Block(nn.Module):
+    """One pre-norm decoder block: causal self-attention, then an MLP, each added to its input.
+
+    Args:
+        hidden_size: the width of the block's input and output.
+        heads_num: query heads of the attention.
+        kv_heads: key/value heads (grouped-query attention); ``None`` means ``heads_num``.
+        dropout: of the attention weights and of the MLP's output, in training mode only.
+
+    Examples:
+        >>> block = Block(hidden_size=16, heads_num=4)
+        >>> block(torch.randn(2, 3, 16)).shape
+        torch.Size([2, 3, 16])
+
+    中文:
+        一个前置归一化的解码器块：先做因果自注意力，再过 MLP，各自加回到输入上。
+
+        参数:
+            hidden_size: 块的输入和输出的宽度。
+            heads_num: 注意力的查询头数。
+            kv_heads: 键和值的头数（分组查询注意力）；``None`` 表示与 ``heads_num`` 相同。
+            dropout: 注意力权重和 MLP 输出的 dropout，只在训练模式下生效。
+    """
+
+    def __init__(
+        self, hidden_size: int, heads_num: int, *, kv_heads: int | None = None, dropout: float = 0.0
+    ):
+        super().__init__()
+        self.norm_1 = nn.LayerNorm(hidden_size)
+        self.attn = MHA(hidden_size, heads_num, kv_heads=kv_heads, dropout=dropout)
+        self.norm_2 = nn.LayerNorm(hidden_size)
+        self.mlp = nn.Sequential(
+            nn.Linear(hidden_size, 4 * hidden_size),
+            nn.GELU(),
+            nn.Linear(4 * hidden_size, hidden_size),
+            nn.Dropout(dropout),
+        )
+
+    def forward(
+        self, x: Tensor, *, attn_mask: Tensor | None = None, cache: KVCache | None = None
+    ) -> Tensor:
+        """The block on ``x``; its attention is causal.
+
+        Args:
+            x: ``[batch_size, q_len, hidden_size]``.
+            attn_mask: the attention's mask, on top of the causal one.
+            cache: the attention's cache.
+
+        Returns:
+            ``[batch_size, q_len, hidden_size]``.
+
+        中文:
+            对 ``x`` 运行这个块；其中的注意力是因果的。
+
+            参数:
+                x: 块的输入，``[batch_size, q_len, hidden_size]``。
+                attn_mask: 注意力的掩码，与因果掩码同时生效。
+                cache: 注意力的缓存。
+
+            返回:
+                形状为 ``[batch_size, q_len, hidden_size]`` 的张量。
+        """
+        x = x + self.attn(self.norm_1(x), attn_mask=attn_mask, is_causal=True, cache=cache)
+        return x + self.mlp(self.norm_2(x))
+
+
+# --8<-- [end:block]
+
+
+# --8<-- [start:decoder]
+class Decoder(nn.Module):
+    """A decoder-only language model: token and position embeddings, blocks, a LayerNorm and the
+    logits.
+
+    Args:
+        vocab_size: how many token ids.
+        hidden_size: the model's width.
+        heads_num: query heads of each block's attention.
+        kv_heads: key/value heads; ``None`` means ``heads_num``.
+        num_layers: how many blocks.
+        max_len: how many positions the learned position embedding has.
+        dropout: each block's dropout.
+
+    Examples:
+        >>> model = Decoder(vocab_size=11, hidden_size=16, heads_num=4, num_layers=2, max_len=8)
+        >>> model.positions.weight.shape  # [max_len, hidden_size]
+        torch.Size([8, 16])
+
+    中文:
+        只有解码器的语言模型：词表 id 的嵌入加上位置嵌入，若干个块，一个 LayerNorm，
+        最后输出 logits。
+
+        参数:
+            vocab_size: 词表的大小（id 的个数）。
+            hidden_size: 模型的宽度。
+            heads_num: 每个块里注意力的查询头数。
+            kv_heads: 键和值的头数；``None`` 表示与 ``heads_num`` 相同。
+            num_layers: 块的个数。
+            max_len: 学习得到的位置嵌入有多少个位置。
+            dropout: 每个块的 dropout。
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int,
+        heads_num: int,
+        *,
+        kv_heads: int | None = None,
+        num_layers: int = 2,
+        max_len: int = 256,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.tokens = nn.Embedding(vocab_size, hidden_size)
+        self.positions = nn.Embedding(max_len, hidden_size)
+        self.blocks = nn.ModuleList(
+            Block(hidden_size, heads_num, kv_heads=kv_heads, dropout=dropout)
+            for _ in range(num_layers)
+        )
+        self.norm = nn.LayerNorm(hidden_size)
+        self.head = nn.Linear(hidden_size, vocab_size, bias=False)
+
+    def forward(
+        self,
+        ids: Tensor,
+        *,
+        positions: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        cache: ModelCache | None = None,
+    ) -> Tensor:
+        """The logits of the next token after each position.
+
+        Args:
+            ids: ``[batch_size, q_len]`` token ids.
+            positions: ``[batch_size, q_len]`` (or ``[q_len]``) the position of each token in
+                its own sequence; ``None``: ``len(cache)`` onwards (0 without a cache), the
+                same for every row. A padded batch passes
+                [`positions_of`][mha.decoder.positions_of] its key mask.
+            attn_mask: the keys each row may attend, ``[batch_size, 1, 1, k_len]`` (a
+                [`padding_mask`][mha.full.padding_mask]), with ``k_len`` = ``len(cache)`` +
+                ``q_len``; on top of the causal mask.
+            cache: one cache per block, extended by this call.
+
+        Returns:
+            ``[batch_size, q_len, vocab_size]``.
+
+        中文:
+            每个位置的下一个位置的 logits。
+
+            参数:
+                ids: ``[batch_size, q_len]`` 个词表 id。
+                positions: ``[batch_size, q_len]``（或 ``[q_len]``），每个 id 在它自己那条序列里
+                    的位置；``None`` 时从 ``len(cache)`` 起（没有缓存时从 0 起），每行相同。填充过的
+                    批把键掩码交给 [`positions_of`][mha.decoder.positions_of] 算出位置。
+                attn_mask: 每一行可以关注的键，``[batch_size, 1, 1, k_len]``（一个
+                    [`padding_mask`][mha.full.padding_mask]），``k_len`` = ``len(cache)`` +
+                    ``q_len``；与因果掩码同时生效。
+                cache: 每个块一个缓存，这次调用会把它们延长。
+
+            返回:
+                形状为 ``[batch_size, q_len, vocab_size]`` 的 logits。
+        """
+        if positions is None:
+            start = 0 if cache is None else len(cache)
+            positions = torch.arange(start, start + ids.size(1), device=ids.device)
+        x = self.tokens(ids) + self.positions(positions)  # [batch_size, q_len, hidden_size]
+        for i, block in enumerate(self.blocks):
+            layer_cache = None if cache is None else cache.layers[i]
+            x = block(x, attn_mask=attn_mask, cache=layer_cache)  # [batch_size, q_len, hidden_size]
+        return self.head(self.norm(x))  # [batch_size, q_len, vocab_size]
+
+
+# --8<-- [end:decoder]
+
+
+# --8<-- [start:generate]
+def positions_of(held: Tensor) -> Tensor:
+    """Each key's position in its own sequence: how many real keys precede it in its row.
+
+    Args:
+        held: a key mask ``[batch_size, 1, 1, k_len]``, ``True`` at real positions.
+
+    Returns:
+        ``[batch_size, k_len]`` positions; padding gets its next real key's (or 0), which no
+            real query sees.
+
+    Examples:
+        >>> positions_of(padding_mask(torch.tensor([2, 4]), 4, left=True))
+        tensor([[0, 0, 0, 1],
+                [0, 1, 2, 3]])
+
+    中文:
+        每个键在它自己那条序列里的位置：这一行里它前面有几个真实的键。
+
+        参数:
+            held: 键掩码 ``[batch_size, 1, 1, k_len]``，真实位置为 ``True``。
+
+        返回:
+            ``[batch_size, k_len]`` 个位置；填充的位置取下一个真实键的位置（或 0），真实的查询
+                看不到它们。
+    """
+    real = held[:, 0, 0].long()  # [batch_size, k_len]
+    return (real.cumsum(-1) - real).clamp(min=0)  # [batch_size, k_len]
+
+
+@torch.no_grad()
+def generate(
+    model: Decoder,
+    prompts: list[list[int]],
+    steps: int,
+    *,
+    left: bool = True,
+    temperature: float = 0.0,
+    generator: torch.Generator | None = None,
+    max_len: int | None = None,
+) -> Tensor:
+    """Continue each prompt by ``steps`` tokens, all prompts in one batch.
+
+    The prompts are padded to the longest, on the left (the default) or the right; a key mask
+    that grows by one real position per step and each row's own positions make every row's
+    tokens those its prompt would get alone.
+
+    Args:
+        model: the decoder, in evaluation mode.
+        prompts: token ids, one list per prompt, each at least one token.
+        steps: how many tokens to add to each.
+        left: pad on the left (``True``) or the right.
+        temperature: 0 picks the most likely token (greedy); above 0, samples from the softmax
+            of ``logits / temperature``.
+        generator: for sampling.
+        max_len: each cache's ``max_len`` (``None``: growing buffers).
+
+    Returns:
+        ``[batch_size, steps]`` the new tokens.
+
+    中文:
+        把每个提示续写 ``steps`` 个位置，所有提示放在一批里。
+
+        提示补齐到最长的那个，填充在左边（默认）或右边；键掩码每一步增加一个真实位置，每一行用它自己
+        的位置，所以每一行生成的 id，与它的提示单独生成时相同。
+
+        参数:
+            model: 解码器，处于评估模式。
+            prompts: 词表 id，每个提示一个列表，至少一个 id。
+            steps: 每个提示续写多少个位置。
+            left: 填充在左边（``True``）还是右边。
+            temperature: 0 表示取概率最大的 id（贪心）；大于 0 时，从 ``logits / temperature``
+                的 softmax 中采样。
+            generator: 采样用的随机数生成器。
+            max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）。
+
+        返回:
+            ``[batch_size, steps]``，新生成的 id。
+    """
+    device = model.head.weight.device
+    lengths = torch.tensor([len(p) for p in prompts], device=device)  # [batch_size]
+    width = int(lengths.max())
+    tokens = torch.zeros(len(prompts), width, dtype=torch.long, device=device)
+    for row, prompt in enumerate(prompts):
+        where = slice(width - len(prompt), width) if left else slice(0, len(prompt))
+        tokens[row, where] = torch.tensor(prompt, device=device)
+    held = padding_mask(lengths, width, left=left)  # [batch_size, 1, 1, width]
+    cache = ModelCache(len(model.blocks), max_len=max_len)
+    logits = model(tokens, positions=positions_of(held), attn_mask=held, cache=cache)
+    # 每一行最后一个真实位置的 logits：左填充时都在最后一列
+    # Each row's last real position: the last column when padded on the left
+    last = logits[:, -1] if left else logits[torch.arange(len(prompts)), lengths - 1]
+    new = []
+    for _ in range(steps):
+        token = _pick(last, temperature, generator)  # [batch_size]
+        new.append(token)
+        position = held.sum(dim=-1).view(-1, 1)  # [batch_size, 1]: the real positions so far
+        held = torch.cat([held, held.new_ones(len(prompts), 1, 1, 1)], dim=-1)  # one more key
+        last = model(token[:, None], positions=position, attn_mask=held, cache=cache)[:, -1]
+    return torch.stack(new, dim=1)
+
+
+def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None) -> Tensor:
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
+# --8<-- [end:generate]
+
+
+# --8<-- [start:beam]
+@torch.no_grad()
+def beam_search(model: Decoder, prompt: list[int], steps: int, beams: int) -> tuple[Tensor, Tensor]:
+    """The ``beams`` most likely continuations of ``steps`` tokens, found one token at a time.
+
+    After each step the ``beams`` best of ``beams × vocab_size`` candidates survive, and the
+    cache is reordered so that row ``i`` holds the history of the beam that candidate ``i``
+    continues.
+
+    Args:
+        model: the decoder, in evaluation mode.
+        prompt: token ids.
+        steps: tokens per continuation.
+        beams: how many continuations to keep.
+
+    Returns:
+        ``[beams, steps]`` the continuations, best first, and ``[beams]`` their total
+            log-probabilities.
+
+    中文:
+        逐个位置地找出 ``beams`` 个概率最大的续写，每个续写 ``steps`` 个位置。
+
+        每一步在 ``beams × vocab_size`` 个候选中留下最好的 ``beams`` 个，并重排缓存，让第 ``i``
+        行存着候选 ``i`` 所接续那一束的历史。
+
+        参数:
+            model: 解码器，处于评估模式。
+            prompt: 提示的词表 id。
+            steps: 每个续写的位置数。
+            beams: 保留几个续写。
+
+        返回:
+            ``[beams, steps]`` 个续写（最好的在前），以及 ``[beams]`` 个总对数概率。
+    """
+    device = model.head.weight.device
+    cache = ModelCache(len(model.blocks))
+    logits = model(torch.tensor([prompt], device=device), cache=cache)[:, -1]  # [1, vocab_size]
+    scores, first = logits.log_softmax(dim=-1)[0].topk(beams)  # [beams]
+    cache.reorder(torch.zeros(beams, dtype=torch.long, device=device))  # one prompt, beams rows
+    seqs = first[:, None]  # [beams, 1]
+    for _ in range(steps - 1):
+        logp = model(seqs[:, -1:], cache=cache)[:, -1].log_softmax(dim=-1)  # [beams, vocab_size]
+        total = (scores[:, None] + logp).flatten()  # [beams * vocab_size]
+        scores, best = total.topk(beams)  # [beams]
+        parent, token = best // logp.size(1), best % logp.size(1)
+        cache.reorder(parent)  # row i now holds the history of the beam candidate i continues
+        seqs = torch.cat([seqs[parent], token[:, None]], dim=1)  # [beams, step + 1]
+    return seqs, scores
+
+
+# --8<-- [end:beam]
