@@ -390,6 +390,27 @@ def table_decode(results: dict, language: str) -> str:
     return markdown_table(header, rows)
 
 
+def table_generate(results: dict, language: str) -> str:
+    header = [
+        tr(language, "prompts", "提示数"),
+        tr(language, "new positions each", "每个续写的位置数"),
+        tr(language, "with the cache (tokens/s)", "用缓存（位置/秒）"),
+        tr(language, "recomputing (tokens/s)", "整段重算（位置/秒）"),
+        tr(language, "speed-up", "加速倍数"),
+    ]
+    rows = [
+        [
+            str(r["batch_size"]),
+            str(r["steps"]),
+            number(r["cached_tokens_s"]),
+            number(r["recompute_tokens_s"]),
+            number(r["speedup"]) + "×",
+        ]
+        for r in results["generate"]
+    ]
+    return markdown_table(header, rows)
+
+
 def table_gqa(results: dict, language: str) -> str:
     header = [
         tr(language, "heads", "头数"),
@@ -486,6 +507,7 @@ TABLES = {
     ),
     "memory-masked": table_memory_masked,
     "decode": table_decode,
+    "generate": table_generate,
     "gqa": table_gqa,
     "targets": table_targets,
 }

@@ -4,8 +4,8 @@ with ``nn.MultiheadAttention``.
 Run ``python -m mha.bench`` (about 10-20 minutes on 2 cores) or ``python -m mha.bench --quick``
 (tiny sizes, seconds). It writes the measurements to ``--out`` (``bench-results.json`` in the
 current folder by default; ``make bench`` writes the site's ``docs/assets/bench/results.json``)
-and prints a report with the targets. ``--memory-into FILE`` measures the peak memory again into
-an existing results file.
+and prints a report with the targets. ``--into FILE --case NAME`` measures one case again into an
+existing results file (``--memory-into FILE`` for the memory case).
 
 What it measures, all in one process and in one run so that the ratios compare like with like
 (one module per case in ``mha.bench.cases``, each documented there):
@@ -19,6 +19,8 @@ What it measures, all in one process and in one run so that the ratios compare l
 - ``parts``: where ``full-fast``'s time goes (the SDPA kernel alone, the projections alone);
 - ``backward``: forward + backward time;
 - ``decode``: one position with a ``KVCache`` against recomputing the causal forward;
+- ``generate``: the chapter *Use it in a model*'s decoder generating with its ``ModelCache`` against
+  running the whole sequence at each step, in tokens per second;
 - ``gqa``: grouped-query attention's cache bytes and time;
 - ``memory``: peak memory growth of one forward, each in a fresh process (``mha.bench.memory``),
   with and without a padding mask.

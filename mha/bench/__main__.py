@@ -10,7 +10,6 @@ from pathlib import Path
 import torch
 
 from mha.bench import cases
-from mha.bench.cases import memory as memory_case
 from mha.bench.config import FULL, QUICK, Config
 from mha.bench.context import Context
 from mha.bench.report import report
@@ -44,12 +43,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument(
-        "--memory-into",
+        "--into",
         type=Path,
-        help="measure only the peak memory (with the sizes and lengths of this results file) and "
-        "replace that file's memory sections",
+        help="measure only --case (with the sizes and lengths of this results file) and replace "
+        "that case's sections in it",
+    )
+    p.add_argument("--case", choices=sorted(CASE_NAMES), help="the case --into measures")
+    p.add_argument(
+        "--memory-into", type=Path, help="the same as --into FILE --case memory: the peak memory"
     )
     return p
+
+
+CASE_NAMES = {case.__name__.rsplit(".", 1)[1]: case for case in cases.CASES}
+"""Each case by its module's name."""
 
 
 def config(args: argparse.Namespace, p: argparse.ArgumentParser) -> Config:
@@ -88,20 +95,22 @@ def measure(c: Config, progress_bar: bool) -> dict:
     return results
 
 
-def memory_into(path: Path, device: str, progress_bar: bool) -> dict:
-    """Re-measure the memory sections of an existing results file, with its sizes and lengths,
-    and record it: memory does not depend on the machine's load as time does."""
+def remeasure(path: Path, name: str, device: str, progress_bar: bool) -> dict:
+    """Measure one case again into an existing results file, with its sizes and lengths, and
+    record it: memory does not depend on the machine's load as time does, and a case that
+    compares its own measurements side by side (as ``generate`` does) stands on its own."""
+    case = CASE_NAMES[name]
     results = load(path)
     c = Config.from_record(results["config"], device)
-    progress = Progress(memory_case.steps(c), progress_bar)
+    progress = Progress(case.steps(c), progress_bar)
     context = Context(c, progress)
-    results |= cases.run(context, [memory_case])
+    results |= cases.run(context, [case])
     progress.close()
-    keep = [s for s in results["stops"] if s["case"] != "memory"]
+    keep = [s for s in results["stops"] if s["case"] != name]
     results["stops"] = keep + context.stops
-    results["failures"] = [f for f in results["failures"] if f["case"] != "memory"]
+    results["failures"] = [f for f in results["failures"] if f["case"] != name]
     results["failures"] += context.failures
-    results["remeasured"].append({"sections": list(memory_case.SECTIONS), "date": now()})
+    results["remeasured"].append({"sections": list(case.SECTIONS), "date": now()})
     save(results, path)
     return results
 
@@ -110,7 +119,11 @@ def main(argv: list[str] | None = None) -> dict:
     p = parser()
     args = p.parse_args(argv)
     if args.memory_into:
-        results = memory_into(args.memory_into, args.device, not args.no_progress)
+        args.into, args.case = args.memory_into, "memory"
+    if args.into:
+        if args.case is None:
+            p.error("--into needs --case")
+        results = remeasure(args.into, args.case, args.device, not args.no_progress)
         print(report(results))
         return results
     results = measure(config(args, p), not args.no_progress)

@@ -3,7 +3,7 @@
 ``FULL`` is the run behind the site's performance page; ``QUICK`` runs the same cases at tiny sizes
 in seconds (``--quick``). The command line starts from one of them and replaces what it is given
 (``dataclasses.replace``). The results file records the run's ``Config`` (``record()``), so a later
-``--memory-into`` re-measures with the same sizes.
+``--into`` re-measures a case with the same sizes.
 
 >>> FULL.reps(64), FULL.reps(1024), QUICK.reps(16)
 (56, 7, 3)
@@ -55,6 +55,8 @@ class Config:
     """The memory case starts its fresh processes all at once (tiny sizes only)."""
     device: str = "cpu"
     dtype: str = "float32"
+    generate_steps: int = 200
+    """The positions the generation case adds to each prompt."""
 
     def reps(self, seq: int, base: int | None = None) -> int:
         """Rounds at this length: more at short lengths, where one call takes milliseconds and a
@@ -136,4 +138,5 @@ QUICK = dataclasses.replace(
     short_scale=1,
     warmup=1,
     memory_side_by_side=True,
+    generate_steps=8,
 )

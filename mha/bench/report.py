@@ -61,7 +61,7 @@ def notes(results: dict) -> list[str]:
     found.append(FLOPS_NOTE)
     for r in results["remeasured"]:
         found.append(
-            f"{', '.join(r['sections'])} re-measured on {r['date']} (--memory-into), on the same "
+            f"{', '.join(r['sections'])} re-measured on {r['date']} (--into), on the same "
             f"machine and sizes; the other sections are from the run of "
             f"{results['machine']['date']}"
         )

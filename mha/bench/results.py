@@ -3,7 +3,7 @@
 The file holds what a run measured and how it ran: the machine, the configuration, each case's
 sections (their row types live with their case, ``SECTIONS``), the implementations a case stopped
 (``stops``) and the measurements that failed (``failures``), and the sections a later
-``--memory-into`` re-measured (``remeasured``). No targets and no sentences: the targets are
+``--into`` re-measured (``remeasured``). No targets and no sentences: the targets are
 evaluated against these numbers by ``mha.bench.targets``, where and when they are shown (the
 printed report, the site's performance page), and the report writes the sentences.
 
@@ -45,7 +45,7 @@ class Machine(TypedDict):
 
 
 class Remeasured(TypedDict):
-    """Sections measured again later (``--memory-into``), on the same machine and sizes."""
+    """Sections measured again later (``--into``), on the same machine and sizes."""
 
     sections: list[str]
     date: str

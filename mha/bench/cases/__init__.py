@@ -14,10 +14,10 @@ A case is a module with:
 
 from __future__ import annotations
 
-from mha.bench.cases import backward, decode, forward, gqa, memory, parts
+from mha.bench.cases import backward, decode, forward, generate, gqa, memory, parts
 from mha.bench.context import Context
 
-CASES = (forward, parts, backward, decode, gqa, memory)
+CASES = (forward, parts, backward, decode, generate, gqa, memory)
 
 
 def run(context: Context, cases=CASES) -> dict:
