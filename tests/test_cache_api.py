@@ -349,3 +349,32 @@ def test_import_mha_then_mha_full_works_in_a_fresh_interpreter():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["KVCache", "mha.pure", "mha.interop"]
+
+
+@pytest.mark.parametrize("max_len", [24, None], ids=["max_len", "growing"])
+def test_a_dynamic_compiled_step_compiles_once_over_a_preallocated_cache_only(max_len):
+    """What *Use it in a model* says of ``dynamic=True``: over a preallocated cache one graph
+    serves every step; over growing buffers each new size is another graph."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    model = model_of()
+    counter = CompileCounter()
+    step = torch.compile(
+        lambda t, c: model(t, is_causal=True, cache=c),
+        fullgraph=True,
+        dynamic=True,
+        backend=counter,
+    )
+    x = torch.randn(1, 24, 24)
+    with torch.no_grad():
+        cache = KVCache(max_len=max_len)
+        model(x[:, :4], is_causal=True, cache=cache)
+        outs = [step(x[:, s : s + 1], cache) for s in range(4, 24)]
+        whole = model(x, is_causal=True)
+    torch._dynamo.reset()
+    assert_close(torch.cat(outs, dim=1), whole[:, 4:])
+    if max_len is None:
+        assert counter.frame_count > 1, counter.frame_count
+    else:
+        assert counter.frame_count == 1, counter.frame_count
