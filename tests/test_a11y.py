@@ -385,8 +385,8 @@ def test_characterisation_a_page_narrowed_in_place_lays_out_as_one_loaded_narrow
     checks rely on it): the phone check narrows a page checked on the desktop in place, which
     gives the layout a phone gets when the page opens at its width."""
     narrow = tabs("phone", "light")
-    opened = open_page(narrow, lang, "walkthrough.md", "light").evaluate(LAYOUT)
-    p = open_page(tabs("desktop", "light"), lang, "walkthrough.md", "light")
+    opened = open_page(narrow, lang, "shapes.md", "light").evaluate(LAYOUT)
+    p = open_page(tabs("desktop", "light"), lang, "shapes.md", "light")
     switch_scheme(p, "dark")
     switch_scheme(p, "light")
     p.set_viewport_size(SCREENS["phone"])
@@ -448,7 +448,7 @@ PLANTED = {
 def test_each_state_checks_what_it_changes_and_catches_a_fault_planted_there(tabs, axe_script):
     """RUNS at work: each state's check finds a fault planted where its state changes the page
     (and the colour rules are the ones axe files under cat.color)."""
-    p = open_page(tabs("desktop", "light"), "en", "walkthrough.md", "light", "?h=stride")
+    p = open_page(tabs("desktop", "light"), "en", "shapes.md", "light", "?h=stride")
     colour = p.evaluate(
         "tags => axe.getRules(tags).filter(r => r.tags.includes('cat.color')).map(r => r.ruleId)",
         WCAG_TAGS,
