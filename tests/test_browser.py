@@ -14,8 +14,19 @@ reason that says what to install; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/r
 
 from __future__ import annotations
 
+import threading
+
 import pytest
-from support import LANGUAGES, ROOT, Tab, nav_pages, page_path, screenshot
+from support import (
+    CHROMIUM_ARGS,
+    LANGUAGES,
+    ROOT,
+    Tab,
+    chromium_path,
+    nav_pages,
+    page_path,
+    screenshot,
+)
 
 from mha_site.runnable import DOCSTRING_HEADER, parse, scripts
 
@@ -78,8 +89,7 @@ def switch_language(tab: Tab, there: str, landing: str) -> None:
     tab.page.wait_for_url(landing)
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_each_language_loads_clean_renders_its_math_and_switches_to_the_other(tab, page):
+def both_languages(tab: Tab, page: str) -> None:
     """Each language's page loads once: the first by its address, the other by the language
     switch, which then switches back (each switch a whole page load: no navigation.instant)."""
     first, last = LANGUAGES[0], LANGUAGES[-1]
@@ -90,6 +100,69 @@ def test_each_language_loads_clean_renders_its_math_and_switches_to_the_other(ta
     switch_language(tab, first, tab.base + page_path(first, page))
     assert tab.page.locator("html").get_attribute("lang") == first
     tab.assert_clean()
+
+
+class Helper(threading.Thread):
+    """A second Chromium, in a thread of its own (Playwright's sync API wants one instance per
+    thread), checking every other page while the tests check theirs: page loads mostly wait on
+    one renderer, so two browsers use the machine's second core. Each page's outcome (None, or
+    what it raised) waits for its test, which re-raises it."""
+
+    def __init__(self, site_url: str, pages: list[str]):
+        super().__init__(daemon=True)
+        self.site_url, self.pages = site_url, pages
+        self.outcomes: dict[str, BaseException | None] = {}
+        self.outside: list[str] = []
+        self.ready = {page: threading.Event() for page in pages}
+
+    def run(self):
+        from playwright.sync_api import sync_playwright
+
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(
+                    executable_path=chromium_path(), args=CHROMIUM_ARGS
+                )
+                context = browser.new_context(viewport={"width": 1280, "height": 900})
+                tab = Tab(context, self.site_url)
+                for page in self.pages:
+                    try:
+                        both_languages(tab, page)
+                        self.outcomes[page] = None
+                    except BaseException as error:  # its test reports it
+                        self.outcomes[page] = error
+                    self.ready[page].set()
+                self.outside = tab.outside
+                browser.close()
+        except BaseException as error:  # the browser did not start: every page's test says so
+            for page in self.pages:
+                self.outcomes.setdefault(page, error)
+                self.ready[page].set()
+
+    def outcome(self, page: str) -> BaseException | None:
+        assert self.ready[page].wait(timeout=600), f"{page}: the helper browser never checked it"
+        return self.outcomes[page]
+
+
+@pytest.fixture(scope="module")
+def helper(browser, site_url):
+    """The helper, started on the odd pages of the nav when the first page test asks."""
+    helper = Helper(site_url, PAGES[1::2])
+    helper.start()
+    yield helper
+    helper.join(timeout=600)
+    assert not helper.outside, f"requests to other hosts: {helper.outside}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_each_language_loads_clean_renders_its_math_and_switches_to_the_other(tab, helper, page):
+    """``both_languages``, in this test's tab or, for every other page, in the helper's."""
+    if page in helper.pages:
+        error = helper.outcome(page)
+        if error is not None:
+            raise error
+    else:
+        both_languages(tab, page)
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
