@@ -383,6 +383,10 @@ def new_context(browser, screen: str = "desktop", scheme: str = "light", **optio
     return context
 
 
+# Resolves once the page has laid out and painted a frame (after a resize, say).
+NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
 def switch_scheme(p, scheme: str) -> None:
     """Switch the page to ``scheme`` in place with the palette toggle, as a reader does."""
     p.locator("form[data-md-component=palette] label:visible").first.click()

@@ -42,6 +42,7 @@ import os
 import pytest
 from support import (
     LANGUAGES,
+    NEXT_FRAME,
     ROOT,
     SCHEMES,
     SCREENS,
@@ -103,8 +104,6 @@ WORKERS = 2  # tabs checking pages side by side: one per core of the machines th
 # Violations not counted, as (rule, CSS selector of the elements) -> reason. Each needs a reason.
 PENDING: dict[tuple[str, str], str] = {}
 SEARCH_TERMS = {"en": "stride", "zh": "注意力"}
-# Resolves once the page has laid out and painted a frame (after a resize, say).
-NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 # Transitions off: axe reads colours mid-fade otherwise (search results fade in).
 NO_TRANSITIONS = "*, ::before, ::after { transition: none !important; animation: none !important }"
 
