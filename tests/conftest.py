@@ -66,6 +66,38 @@ class BackgroundBuild:
 BUILD = pytest.StashKey[BackgroundBuild]()
 
 
+class BackgroundBench:
+    """``python -m mha.bench --quick`` in a temporary folder, started with the session like the
+    build: its fresh processes use the core the tests that need no site leave free."""
+
+    def __init__(self):
+        self.folder = Path(tempfile.mkdtemp(prefix="mha-bench-"))
+        # mha is importable as the installed package; ROOT on the path covers a checkout without it.
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mha.bench", "--quick", "--no-progress"],
+            cwd=self.folder,
+            env={**os.environ, "PYTHONPATH": path},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def result(self) -> tuple[int, str, str, Path]:
+        """Exit status, output, errors, and the folder it ran in."""
+        out, err = self.process.communicate(timeout=300)
+        return self.process.returncode, out, err, self.folder
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+BENCH = pytest.StashKey[BackgroundBench]()
+
+
 def needs_site(item) -> bool:
     return not SITE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 
@@ -79,12 +111,26 @@ def pytest_collection_finish(session):
     """Start the build now if a selected test reads the site."""
     if not session.config.option.collectonly and any(map(needs_site, session.items)):
         session.config.stash[BUILD] = BackgroundBuild()
+    if not session.config.option.collectonly and any(
+        "quick_bench" in getattr(item, "fixturenames", ()) for item in session.items
+    ):
+        session.config.stash[BENCH] = BackgroundBench()
 
 
 def pytest_unconfigure(config):
-    build = config.stash.get(BUILD, None)
-    if build is not None:
-        build.close()
+    for key in (BUILD, BENCH):
+        started = config.stash.get(key, None)
+        if started is not None:
+            started.close()
+
+
+@pytest.fixture(scope="session")
+def quick_bench(request) -> tuple[int, str, str, Path]:
+    """The quick benchmark run started with the session: exit status, output, errors, folder."""
+    bench = request.config.stash.get(BENCH, None)
+    if bench is None:  # asked for without being planned (getfixturevalue): run it now
+        bench = request.config.stash[BENCH] = BackgroundBench()
+    return bench.result()
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,6 @@ and come from a full run. The layout itself is ``mha.bench.results.LAYOUT``, che
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import types
 from pathlib import Path
 
@@ -60,21 +57,12 @@ def check_layout(res: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory) -> tuple[dict, str, Path]:
-    folder = tmp_path_factory.mktemp("bench")
-    # mha is importable as the installed package; ROOT on the path covers a checkout without it.
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-m", "mha.bench", "--quick", "--no-progress"],
-        cwd=folder,
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return load(folder / DEFAULT_OUT), done.stdout, folder
+def quick(quick_bench) -> tuple[dict, str, Path]:
+    """``python -m mha.bench --quick`` in a folder of its own (started with the session:
+    ``tests/conftest.py``)."""
+    returncode, out, err, folder = quick_bench
+    assert returncode == 0, err[-2000:]
+    return load(folder / DEFAULT_OUT), out, folder
 
 
 def test_quick_run_writes_into_the_current_folder_by_default(quick):
