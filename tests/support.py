@@ -20,9 +20,11 @@ comment.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -419,3 +421,137 @@ def type_search(p, query: str):
     results = p.locator(".md-search-result__item")
     results.first.wait_for()
     return results
+
+
+# ---- The site's runnable scripts (tests/test_runnable.py; the sample starts with the session) ----
+
+PAGES = sorted(p for lang in LANGUAGES for p in (ROOT / "docs" / lang).glob("*.md"))
+"""Every page of the docs, both languages (the runnable scripts' pages)."""
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT / "docs"))
+
+
+def language(page: Path) -> str:
+    return page.parent.name
+
+
+@functools.cache
+def runnable_blocks(page: Path):
+    """(blocks, scripts) of a page, parsed as the build parses it."""
+    from mha_site.runnable import parse, scripts
+
+    blocks = parse(page.read_text(encoding="utf-8"), str(page))
+    return blocks, scripts(blocks, language(page))
+
+
+@functools.cache
+def runnable_sample() -> list[tuple[Path, int]]:
+    """One script per page, the last of the page (the longest), languages taking turns; and the
+    first script that ends in a traceback."""
+    chosen = []
+    for number, name in enumerate(sorted({p.name for p in PAGES})):
+        page = ROOT / "docs" / LANGUAGES[number % len(LANGUAGES)] / name
+        _, page_scripts = runnable_blocks(page)
+        if page_scripts.ids:
+            chosen.append((page, max(page_scripts.ids)))
+    for page in PAGES:
+        blocks, page_scripts = runnable_blocks(page)
+        raising = [i for i in page_scripts.ids if blocks[i].raises]
+        if raising:
+            chosen.append((page, raising[0]))
+            break
+    return chosen
+
+
+# A fresh interpreter that imports torch, the one slow import, and then runs each script it is
+# given (a path a line, on stdin) in a process forked from itself, one per core at a time: as
+# ``python script.py`` would, with the script's folder first on ``sys.path``, its output in
+# ``script.out``, a traceback and exit status 1 if it raises. It answers "status path" for each.
+FORKING_INTERPRETER = """
+import os, runpy, sys, traceback
+import torch
+
+def run(script):
+    out = os.open(script[:-3] + ".out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    sys.argv, sys.path[0], status = [script], os.path.dirname(script), 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as done:
+        status = done.code if isinstance(done.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+def answer():
+    pid, status = os.wait()
+    print(os.waitstatus_to_exitcode(status), running.pop(pid), flush=True)
+
+running = {}
+for script in sys.stdin.read().splitlines():
+    if len(running) == (os.cpu_count() or 2):
+        answer()
+    pid = os.fork()
+    if pid == 0:
+        run(script)
+    running[pid] = script
+while running:
+    answer()
+"""
+
+
+class FreshInterpreters:
+    """Run scripts outside the repository, each in a process of its own forked from a fresh
+    interpreter that has imported torch and nothing of ``mha`` or the tests (``python script.py``
+    would import torch again for each, seconds each). Started when made; ``failures`` waits."""
+
+    def __init__(self, cases: list[tuple[Path, int]], directory: Path):
+        self.scripts = []
+        for page, index in cases:
+            blocks, page_scripts = runnable_blocks(page)
+            where = f"{page_id(page)}:{blocks[index].line}"
+            script = directory / f"{where.replace('/', '_').replace(':', '_')}.py"
+            script.write_text(page_scripts.script(index), encoding="utf-8")
+            self.scripts.append((script, where, blocks[index].raises))
+        # mha is importable as the installed package; ROOT on the path covers a checkout without it.
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", FORKING_INTERPRETER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=directory,
+            env={**os.environ, "PYTHONPATH": path},
+            text=True,
+        )
+        self.stdin = "".join(f"{script}\n" for script, _, _ in self.scripts)
+        self.process.stdin.write(self.stdin)
+        self.process.stdin.close()
+
+    def failures(self) -> list[str]:
+        """What went wrong, one entry per script."""
+        out = self.process.stdout.read()
+        err = self.process.stderr.read()
+        assert self.process.wait(timeout=600) == 0, err
+        statuses = dict(reversed(line.split(" ", 1)) for line in out.splitlines())
+        failures = []
+        for script, where, raises in self.scripts:
+            status = statuses[str(script)]
+            output = script.with_suffix(".out").read_text(encoding="utf-8")
+            last = (output.strip().splitlines() or [""])[-1]
+            if raises is None and status != "0":
+                failures.append(f"{where} failed:\n{output[-2000:]}")
+            if raises is not None and not (status == "1" and last.startswith(raises + ":")):
+                failures.append(f"{where} should raise {raises}; exit {status}:\n{output[-2000:]}")
+        return failures
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
