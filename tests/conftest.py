@@ -20,15 +20,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from support import (
-    CHROMIUM_ARGS,
-    ROOT,
-    FreshInterpreters,
-    chromium_path,
-    missing_browser,
-    runnable_sample,
-    url_prefix,
-)
+from support import CHROMIUM_ARGS, ROOT, chromium_path, missing_browser, url_prefix
 
 SITE_FIXTURES = {"site_build", "built_site", "site_url"}
 
@@ -104,15 +96,6 @@ class BackgroundBench:
 
 
 BENCH = pytest.StashKey[BackgroundBench]()
-SAMPLE = pytest.StashKey[FreshInterpreters]()
-SAMPLE_FOLDER = pytest.StashKey[Path]()
-
-
-def wants(session, fixture: str) -> bool:
-    """Whether a selected test asks for ``fixture`` (and this is not --collect-only)."""
-    return not session.config.option.collectonly and any(
-        fixture in getattr(item, "fixturenames", ()) for item in session.items
-    )
 
 
 def needs_site(item) -> bool:
@@ -128,35 +111,17 @@ def pytest_collection_finish(session):
     """Start the build now if a selected test reads the site."""
     if not session.config.option.collectonly and any(map(needs_site, session.items)):
         session.config.stash[BUILD] = BackgroundBuild()
-    if wants(session, "quick_bench"):
+    if not session.config.option.collectonly and any(
+        "quick_bench" in getattr(item, "fixturenames", ()) for item in session.items
+    ):
         session.config.stash[BENCH] = BackgroundBench()
-    if wants(session, "fresh_sample"):
-        start_sample(session.config)
-
-
-def start_sample(config) -> FreshInterpreters:
-    """One runnable script per page in fresh interpreters (``support.runnable_sample``), started
-    now, beside the build and the benchmark."""
-    folder = config.stash[SAMPLE_FOLDER] = Path(tempfile.mkdtemp(prefix="mha-scripts-"))
-    config.stash[SAMPLE] = FreshInterpreters(runnable_sample(), folder)
-    return config.stash[SAMPLE]
 
 
 def pytest_unconfigure(config):
-    for key in (BUILD, BENCH, SAMPLE):
+    for key in (BUILD, BENCH):
         started = config.stash.get(key, None)
         if started is not None:
             started.close()
-    folder = config.stash.get(SAMPLE_FOLDER, None)
-    if folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def fresh_sample(request) -> FreshInterpreters:
-    """The sample of runnable scripts started with the session (``start_sample``)."""
-    started = request.config.stash.get(SAMPLE, None)
-    return started if started is not None else start_sample(request.config)
 
 
 @pytest.fixture(scope="session")

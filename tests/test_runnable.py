@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import doctest
 import json
+import os
+import subprocess
+import sys
 import unittest
 from dataclasses import dataclass
+from functools import cache
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from support import (
-    PAGES,
-    language,
-    page_id,
-    page_path,
-    runnable_blocks,
-    runnable_sample,
-)
+from support import LANGUAGES, ROOT, page_path
 from sybil import Sybil
 
 from mha_site.runnable import (
@@ -43,6 +40,23 @@ from mha_site.runnable import (
     parts,
     scripts,
 )
+
+PAGES = sorted(p for lang in LANGUAGES for p in (ROOT / "docs" / lang).glob("*.md"))
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT / "docs"))
+
+
+def language(page: Path) -> str:
+    return page.parent.name
+
+
+@cache
+def runnable_blocks(page: Path):
+    """(blocks, scripts) of a page, parsed as the build parses it."""
+    blocks = parse(page.read_text(encoding="utf-8"), str(page))
+    return blocks, scripts(blocks, language(page))
 
 
 def run_expecting(
@@ -90,11 +104,106 @@ def test_every_runnable_script_runs_in_a_fresh_namespace(page):
         earlier.append(block.as_earlier(lang))
 
 
-def test_sample_scripts_run_in_a_fresh_interpreter(fresh_sample):
-    """One script per page, each in a process of its own, outside the repository
-    (``support.FreshInterpreters``, started with the session: ``tests/conftest.py``)."""
-    assert len(runnable_sample()) >= 10, runnable_sample()
-    failures = fresh_sample.failures()
+def sample() -> list[tuple[Path, int]]:
+    """One script per page, the last of the page (the longest), languages taking turns; and the
+    first script that ends in a traceback."""
+    chosen = []
+    for number, name in enumerate(sorted({p.name for p in PAGES})):
+        page = ROOT / "docs" / LANGUAGES[number % len(LANGUAGES)] / name
+        _, page_scripts = runnable_blocks(page)
+        if page_scripts.ids:
+            chosen.append((page, max(page_scripts.ids)))
+    for page in PAGES:
+        blocks, page_scripts = runnable_blocks(page)
+        raising = [i for i in page_scripts.ids if blocks[i].raises]
+        if raising:
+            chosen.append((page, raising[0]))
+            break
+    return chosen
+
+
+# A fresh interpreter that imports torch, the one slow import, and then runs each script it is
+# given (a path a line, on stdin) in a process forked from itself, one per core at a time: as
+# ``python script.py`` would, with the script's folder first on ``sys.path``, its output in
+# ``script.out``, a traceback and exit status 1 if it raises. It answers "status path" for each.
+FORKING_INTERPRETER = """
+import os, runpy, sys, traceback
+import torch
+
+def run(script):
+    out = os.open(script[:-3] + ".out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    sys.argv, sys.path[0], status = [script], os.path.dirname(script), 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as done:
+        status = done.code if isinstance(done.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+def answer():
+    pid, status = os.wait()
+    print(os.waitstatus_to_exitcode(status), running.pop(pid), flush=True)
+
+running = {}
+for script in sys.stdin.read().splitlines():
+    if len(running) == (os.cpu_count() or 2):
+        answer()
+    pid = os.fork()
+    if pid == 0:
+        run(script)
+    running[pid] = script
+while running:
+    answer()
+"""
+
+
+def run_in_fresh_interpreters(cases: list[tuple[Path, int]], directory: Path) -> list[str]:
+    """Run each script outside the repository in a process of its own, forked from a fresh
+    interpreter that has imported torch and nothing of ``mha`` or the tests (``python script.py``
+    would import torch again for each, seconds each); what went wrong, one line per script."""
+    scripts = []
+    for page, index in cases:
+        blocks, page_scripts = runnable_blocks(page)
+        where = f"{page_id(page)}:{blocks[index].line}"
+        script = directory / f"{where.replace('/', '_').replace(':', '_')}.py"
+        script.write_text(page_scripts.script(index), encoding="utf-8")
+        scripts.append((script, where, blocks[index].raises))
+    # mha is importable as the installed package; ROOT on the path covers a checkout without it.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", FORKING_INTERPRETER],
+        input="".join(f"{script}\n" for script, _, _ in scripts),
+        cwd=directory,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    statuses = dict(reversed(line.split(" ", 1)) for line in done.stdout.splitlines())
+    failures = []
+    for script, where, raises in scripts:
+        status = statuses[str(script)]
+        output = script.with_suffix(".out").read_text(encoding="utf-8")
+        last = (output.strip().splitlines() or [""])[-1]
+        if raises is None and status != "0":
+            failures.append(f"{where} failed:\n{output[-2000:]}")
+        if raises is not None and not (status == "1" and last.startswith(raises + ":")):
+            failures.append(f"{where} should raise {raises}; exit {status}:\n{output[-2000:]}")
+    return failures
+
+
+def test_sample_scripts_run_in_a_fresh_interpreter(tmp_path):
+    """Each in a process of its own, outside the repository (``run_in_fresh_interpreters``)."""
+    chosen = sample()
+    assert len(chosen) >= 10, chosen
+    failures = run_in_fresh_interpreters(chosen, tmp_path)
     assert not failures, "\n\n".join(failures)
 
 
