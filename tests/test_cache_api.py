@@ -378,3 +378,43 @@ def test_a_dynamic_compiled_step_compiles_once_over_a_preallocated_cache_only(ma
         assert counter.frame_count > 1, counter.frame_count
     else:
         assert counter.frame_count == 1, counter.frame_count
+
+
+# ---- combined as generation code combines them ------------------------------------------------
+
+
+def test_a_preallocated_cache_prefilled_and_reordered_in_inference_mode_decodes_under_no_grad():
+    """Inference tensors cannot be written outside inference mode: the buffer is copied once,
+    keeping max_len positions, and decoding equals recomputing the reordered rows."""
+    model = model_of()
+    x = torch.randn(2, 8, 24)
+    cache = KVCache(max_len=10)
+    with torch.inference_mode():
+        model(x[:, :5], is_causal=True, cache=cache)
+        cache.reorder(torch.tensor([1, 0]))
+    with torch.no_grad():
+        steps = [model(x[[1, 0], s : s + 1], is_causal=True, cache=cache) for s in range(5, 8)]
+        whole = model(x[[1, 0]], is_causal=True)
+    assert cache._keys.shape == (2, 2, 10, 6) and not cache._keys.is_inference()
+    assert_close(torch.cat(steps, dim=1), whole[:, 5:])
+
+
+def test_a_cross_attention_cache_compiles_without_a_graph_break_and_trains_with_frozen_kv():
+    model = model_of(context_size=10)
+    x, context = torch.randn(2, 4, 24), torch.randn(2, 7, 10)
+    torch._dynamo.reset()
+    compiled = torch.compile(
+        lambda a, c: model(a, context, cache=c), fullgraph=True, backend="eager"
+    )
+    with torch.no_grad():
+        cache = KVCache()
+        steps = [compiled(x[:, s : s + 1], cache) for s in range(4)]
+        whole = model(x, context)
+    torch._dynamo.reset()
+    assert_close(torch.cat(steps, dim=1), whole)
+    model.W_k.requires_grad_(False)
+    model.W_v.requires_grad_(False)
+    cache = KVCache()
+    loss = sum(model(x[:, s : s + 1], context, cache=cache).sum() for s in range(4))
+    loss.backward()
+    assert model.W_q.weight.grad is not None and model.W_k.weight.grad is None
