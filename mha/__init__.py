@@ -3,15 +3,20 @@
 - [`mha.annotated`][mha.annotated] -- the design post's ``MHA``, every line commented and
   every shape checked.
 - [`mha.pure`][mha.pure] -- the same class, minimal (纯享版).
-- [`mha.interop`][mha.interop] -- conversion to and from ``torch.nn.MultiheadAttention``, the
-  weights copied exactly.
+- [`mha.interop`][mha.interop] -- conversion to and from ``torch.nn.MultiheadAttention``, and
+  from transformers' Llama, Mistral and Qwen attention, the weights copied exactly.
 - [`mha.full`][mha.full] -- the full version (完整版): masks, cross-attention, a KV cache,
-  grouped-query attention, dropout and a fast path, each proven equal to PyTorch's own.
-
-``import mha`` imports these six; ``mha.trace`` and ``mha.bench`` are imported by name.
+  grouped-query attention, dropout and a fast path, each proven equal to PyTorch's own; and the
+  options of today's open models (head size, scale, per-projection bias, q/k norm, rotary
+  embeddings, a sliding window), proven equal to transformers' own.
+- [`mha.rope`][mha.rope] -- rotary position embeddings: both layouts, partial rotation, the
+  llama3 and YaRN scalings.
 - [`mha.decoder`][mha.decoder] -- a decoder-only language model on the full version, and batched
   generation and beam search with its cache.
 - [`mha.checks`][mha.checks] -- the argument checks they share.
+
+``import mha`` imports these seven; ``mha.trace`` and ``mha.bench`` are imported by name:
+
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
   memory and FLOP rate, side by side with ``nn.MultiheadAttention``; its targets are checked
@@ -19,8 +24,8 @@
 """
 
 # ``import mha`` then ``mha.full``: the public modules are attributes of the package.
-from mha import annotated, checks, decoder, full, interop, pure
+from mha import annotated, checks, decoder, full, interop, pure, rope
 
-__all__ = ["annotated", "checks", "decoder", "full", "interop", "pure"]
+__all__ = ["annotated", "checks", "decoder", "full", "interop", "pure", "rope"]
 
 __version__ = "0.1.0"

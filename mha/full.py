@@ -40,8 +40,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha.checks import check_input, check_sizes
+from mha.rope import RotaryEmbedding
 
-__all__ = ["MHA", "KVCache", "ModelCache", "causal_mask", "padding_mask"]
+__all__ = ["MHA", "KVCache", "ModelCache", "RMSNorm", "causal_mask", "padding_mask"]
 
 
 def _check_length(name: str, value: object, *, positive: bool = False) -> None:
@@ -55,6 +56,31 @@ def _check_length(name: str, value: object, *, positive: bool = False) -> None:
 def _check_flag(name: str, value: object) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
+
+
+def _check_number(name: str, value: object, *, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__} ({value!r})")
+    if positive and not value > 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+
+
+PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")
+
+
+def _biased(bias: object) -> set[str]:
+    """The projections that have a bias: ``bias`` is a ``bool`` (all or none) or their names."""
+    if isinstance(bias, bool):
+        return set(PROJECTIONS) if bias else set()
+    if not isinstance(bias, tuple | list | set | frozenset):
+        raise TypeError(
+            f"bias must be a bool or a tuple of projection names, got {type(bias).__name__} "
+            f"({bias!r})"
+        )
+    unknown = [name for name in bias if name not in PROJECTIONS]
+    if unknown:
+        raise ValueError(f"bias names projections among {list(PROJECTIONS)}, got {unknown}")
+    return set(bias)
 
 
 def _check_integer_tensor(name: str, value: object, shape: str) -> None:
@@ -80,54 +106,71 @@ def _check_range(name: str, value: Tensor, most: int, said: str) -> None:
 
 
 # --8<-- [start:masks]
-def causal_mask(q_len: int, k_len: int, device: torch.device | str | None = None) -> Tensor:
+def causal_mask(
+    q_len: int, k_len: int, device: torch.device | str | None = None, *, window: int | None = None
+) -> Tensor:
     """The causal mask, aligned to the lower right: ``True`` where a query may attend.
 
     The last query is the newest position and sees every key; query ``i`` sees keys
     ``0 .. i + (k_len - q_len)``. With ``q_len == k_len`` this is the usual lower triangle; with a
-    cache (``k_len > q_len``) the new queries see every cached key.
+    cache (``k_len > q_len``) the new queries see every cached key. With ``window`` (sliding-window
+    attention), query ``i`` sees only the ``window`` latest of those keys, itself included.
 
     Args:
         q_len: number of queries.
         k_len: number of keys.
         device: where to build the mask (the input's device).
+        window: ``None`` (the default), or how many positions a query sees at most.
 
     Returns:
         A boolean tensor of shape ``[q_len, k_len]``.
 
     Raises:
-        TypeError: ``q_len`` or ``k_len`` is not an ``int``.
-        ValueError: ``q_len`` or ``k_len`` is negative.
+        TypeError: ``q_len``, ``k_len`` or ``window`` is not an ``int``.
+        ValueError: ``q_len`` or ``k_len`` is negative, or ``window`` not positive.
 
     Examples:
         >>> causal_mask(3, 3)
         tensor([[ True, False, False],
                 [ True,  True, False],
                 [ True,  True,  True]])
+        >>> causal_mask(3, 3, window=2)
+        tensor([[ True, False, False],
+                [ True,  True, False],
+                [False,  True,  True]])
 
     中文:
         因果掩码，右下对齐：``True`` 表示可以关注。
 
         最后一个查询是最新的位置，能看到所有键；查询 ``i`` 能看到键 ``0 .. i + (k_len - q_len)``。
         ``q_len == k_len`` 时就是常见的下三角；有缓存时（``k_len > q_len``），新的查询能看到缓存里的
-        所有键。
+        所有键。给了 ``window``（滑动窗口注意力）时，查询 ``i`` 只能看到这些键里最近的 ``window``
+        个，包括它自己。
 
         参数:
             q_len: 查询的个数。
             k_len: 键的个数。
             device: 在哪个设备上创建掩码（应与输入相同）。
+            window: 默认 ``None``，或者一个查询最多能看到的位置数。
 
         返回:
             形状为 ``[q_len, k_len]`` 的布尔张量。
 
         引发:
-            TypeError: ``q_len`` 或 ``k_len`` 不是 ``int``。
-            ValueError: ``q_len`` 或 ``k_len`` 是负数。
+            TypeError: ``q_len``、``k_len`` 或 ``window`` 不是 ``int``。
+            ValueError: ``q_len`` 或 ``k_len`` 是负数，或者 ``window`` 不是正数。
     """
     _check_length("q_len", q_len)
     _check_length("k_len", k_len)
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
-    return ones.tril(diagonal=k_len - q_len)
+    mask = ones.tril(diagonal=k_len - q_len)
+    if window is None:
+        return mask
+    _check_length("window", window, positive=True)
+    # 查询 i 之前第 window 个位置以前的键也屏蔽掉：上三角从对角线往左 window - 1 处开始
+    # Keys more than window - 1 positions before query i are masked too: an upper triangle that
+    # starts window - 1 diagonals left of the main one
+    return mask & ones.triu(diagonal=k_len - q_len - window + 1)
 
 
 def padding_mask(lengths: Tensor, k_len: int, *, left: bool = False) -> Tensor:
@@ -288,7 +331,11 @@ class KVCache:
         self.max_len = max_len
         self._keys: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
         self._values: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
-        self._len = 0
+        self._len = 0  # positions appended, held or not
+        # A sliding window (MHA(window=...)) drops the oldest positions: the buffer holds
+        # positions _dropped .. _len - 1, from index _offset on; _kept is what the window keeps.
+        self._dropped = self._offset = 0
+        self._kept: int | None = None
         self._owner: weakref.ref | None = None  # the module that fills it (set by MHA.forward)
         self._source: str | None = None  # what MHA.forward filled it from: "x" or "context"
 
@@ -297,6 +344,8 @@ class KVCache:
 
     def __repr__(self) -> str:
         head = f"len={self._len}" + ("" if self.max_len is None else f", max_len={self.max_len}")
+        if self._kept is not None:
+            head += f", held={self._len - self._dropped} (window keeps {self._kept})"
         if self._keys is None:
             return f"KVCache({head})"
         b, h, capacity, d = self._keys.shape
@@ -312,11 +361,13 @@ class KVCache:
 
     @property
     def keys(self) -> Tensor | None:
-        return None if self._keys is None else self._keys[:, :, : self._len]
+        held = slice(self._offset, self._offset + self._len - self._dropped)
+        return None if self._keys is None else self._keys[:, :, held]
 
     @property
     def values(self) -> Tensor | None:
-        return None if self._values is None else self._values[:, :, : self._len]
+        held = slice(self._offset, self._offset + self._len - self._dropped)
+        return None if self._values is None else self._values[:, :, held]
 
     def append(self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None) -> None:
         """Append new keys and values, each ``[batch_size, kv_heads, new_len, head_size]``.
@@ -350,20 +401,30 @@ class KVCache:
                 TypeError: ``values`` 的 dtype 与 ``keys`` 不同，或者 dtype 与缓存里的不同。
         """
         self._check(keys, values)
-        start, end = self._len, self._len + keys.size(2)
-        if self.max_len is not None and end > self.max_len:
+        held = self._len - self._dropped
+        if self.max_len is not None and held + keys.size(2) > self.max_len:
             raise ValueError(
-                f"cache holds at most max_len ({self.max_len}) positions; it holds {start} and "
+                f"cache holds at most max_len ({self.max_len}) positions; it holds {held} and "
                 f"this call adds {keys.size(2)}: crop or reset it, or create it with a larger max_len"
             )
+        if self._offset and self._offset + held + keys.size(2) > self._keys.size(2):
+            # 滑动窗口丢掉了缓冲区开头的位置：把留下的移到开头，腾出后面的空间
+            # A sliding window dropped the buffer's first positions: move those held to the
+            # front, freeing the end
+            self._keys = self._keys[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
+            self._values = self._values[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
+            self._offset = 0
+        new_len = keys.size(2)
+        start, end = self._offset + held, self._offset + held + new_len
         if self._recorded(keys, values, queries):
             # 自动求导看得到缓存：原地写入会改掉反向传播要用的张量，改为拼接成新张量
             # Autograd can see the cache: writing in place would change tensors saved for the
             # backward pass, so concatenate into new tensors instead
-            if start > 0:
-                keys = torch.cat([self.keys, keys], dim=2)  # [batch_size, kv_heads, end, head_size]
-                values = torch.cat([self.values, values], dim=2)  # [batch_size, kv_heads, end, head_size]
+            if held > 0:
+                keys = torch.cat([self.keys, keys], dim=2)  # [batch_size, kv_heads, held + new_len, head_size]
+                values = torch.cat([self.values, values], dim=2)  # [batch_size, kv_heads, held + new_len, head_size]
             self._keys, self._values = keys, values
+            self._offset = 0
         else:
             if self._keys is None or end > self._keys.size(2) or self._frozen():
                 # 缓冲区放不下（或是推理模式之外改不了的推理张量）：换一个两倍长的（或 max_len 长的），
@@ -377,7 +438,15 @@ class KVCache:
             # Write the new positions only: views of keys and values taken earlier stay unchanged
             self._keys[:, :, start:end] = keys
             self._values[:, :, start:end] = values
-        self._len = end
+        self._len += new_len
+
+    def _keep_last(self, n: int) -> None:
+        """Called by a sliding-window ``MHA.forward`` after each call: hold only the ``n`` latest
+        positions (``len(cache)`` still counts them all, for the positions of the next call)."""
+        self._kept = n
+        drop = max(self._len - self._dropped - n, 0)
+        self._dropped += drop
+        self._offset += drop
 
     def crop(self, n: int) -> None:
         """Keep the first ``n`` positions and forget the rest: the next append writes position ``n``.
@@ -402,6 +471,13 @@ class KVCache:
         _check_length("n", n)
         if n > self._len:
             raise ValueError(f"n must be at most len(cache) ({self._len}), got {n}")
+        if self._dropped and n - self._dropped < self._kept:
+            raise ValueError(
+                f"this cache holds only positions {self._dropped} .. {self._len - 1} (a sliding "
+                f"window keeps the {self._kept} latest), and attending from position {n} needs "
+                f"the {self._kept} before it: n must be at least {self._dropped + self._kept}, "
+                "or reset() it"
+            )
         self._len = n
 
     def reorder(self, index: Tensor) -> None:
@@ -461,7 +537,8 @@ class KVCache:
             注意力换成自注意力。
         """
         self._keys = self._values = None
-        self._len = 0
+        self._len = self._dropped = self._offset = 0
+        self._kept = None
         self._owner = self._source = None
 
     def to(self, *args: object, **kwargs: object) -> KVCache:
@@ -692,25 +769,46 @@ torch.serialization.add_safe_globals([KVCache, ModelCache])
 class MHA(nn.Module):
     """Multi-head attention as real models use it: masks, cross-attention, KV cache, GQA.
 
+    The arguments from ``head_size`` on are the options of today's open models (Llama, Qwen,
+    Mistral), each off by default, so a pure (and a design-post) checkpoint loads unchanged.
+
     Args:
         hidden_size: model width, the last dimension of the input.
         heads_num: number of query heads; must divide ``hidden_size``.
         kv_heads: number of key/value heads (grouped-query attention); must divide
             ``heads_num``. ``None`` (the default) means ``heads_num``; 1 is multi-query attention.
         dropout: probability of zeroing an attention weight, in training mode only.
-        bias: whether the four linear layers have a bias.
+        bias: whether the four linear layers have a bias, or the names of those that have one,
+            as a tuple (Qwen2: ``("W_q", "W_k", "W_v")``).
         fast: ``True`` runs ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels);
             ``False`` runs the attention written out, as on the site's walkthrough.
         context_size: the width of ``context`` in cross-attention, when it differs from
             ``hidden_size`` (``kdim`` and ``vdim`` in ``nn.MultiheadAttention``): ``W_k`` and
             ``W_v`` take ``context_size`` inputs, and the module does cross-attention only.
             ``None`` (the default) means ``hidden_size``.
+        head_size: the width of each head, when it is not ``hidden_size // heads_num`` (Qwen3,
+            Gemma): the heads then concatenate to ``heads_num * head_size``, which ``W_o``
+            projects back to ``hidden_size``. ``None`` (the default) means
+            ``hidden_size // heads_num``, which then must divide evenly.
+        scale: what the scores ``q·k`` are multiplied by; ``None`` (the default) means
+            ``1 / sqrt(head_size)``.
+        qk_norm: an RMSNorm over each head of the queries and of the keys, before the rotation
+            (Qwen3): ``q_norm`` and ``k_norm``, each with ``head_size`` weights.
+        norm_eps: the ``eps`` of those norms (``rms_norm_eps`` in the configs).
+        rope: a [`RotaryEmbedding`][mha.rope.RotaryEmbedding]: the queries and the new keys are
+            rotated by their positions before the keys enter the cache (self-attention only).
+        window: sliding-window attention (Mistral): with ``is_causal``, each query sees only the
+            ``window`` latest positions, itself included; a cache then keeps only the
+            ``window - 1`` latest positions after each call.
 
     Raises:
-        TypeError: a size is not an ``int``, ``dropout`` not a number, ``bias`` or ``fast`` not
-            a ``bool``.
-        ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``,
-            ``heads_num`` not by ``kv_heads``, or ``dropout`` is outside ``[0, 1)``.
+        TypeError: a size is not an ``int``, ``dropout`` not a number, ``bias`` neither a
+            ``bool`` nor a tuple of names, ``fast`` or ``qk_norm`` not a ``bool``, ``rope`` not a
+            ``RotaryEmbedding``.
+        ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``
+            (without ``head_size``), ``heads_num`` not by ``kv_heads``, ``dropout`` is outside
+            ``[0, 1)``, ``bias`` names another projection, ``scale`` or ``norm_eps`` is not
+            positive, or ``rope`` rotates more dimensions than a head has.
 
     Examples:
         >>> model = MHA(hidden_size=20, heads_num=4, kv_heads=2)
@@ -724,24 +822,43 @@ class MHA(nn.Module):
     中文:
         真实模型用到的多头注意力：掩码、交叉注意力、KV 缓存、分组查询注意力。
 
+        从 ``head_size`` 起的参数是今天的开源模型（Llama、Qwen、Mistral）用到的选项，默认全部
+        关闭，所以纯享版（以及原帖）的检查点照样能加载。
+
         参数:
             hidden_size: 隐藏层维度，即输入最后一维的大小。
             heads_num: 查询的头数，必须整除 ``hidden_size``。
             kv_heads: 键和值的头数（分组查询注意力），必须整除 ``heads_num``。默认 ``None``
                 表示与 ``heads_num`` 相同；取 1 就是多查询注意力。
             dropout: 把一个注意力权重置零的概率，只在训练模式下生效。
-            bias: 四个线性层是否带偏置。
+            bias: 四个线性层是否带偏置，或者带偏置的那几个投影的名字组成的元组（Qwen2：
+                ``("W_q", "W_k", "W_v")``）。
             fast: ``True`` 调用 ``torch.nn.functional.scaled_dot_product_attention``（融合算子）；
                 ``False`` 按网站逐行走读里的写法把注意力逐步算出来。
             context_size: 交叉注意力中 ``context`` 的宽度，与 ``hidden_size`` 不同时给出（即
                 ``nn.MultiheadAttention`` 的 ``kdim`` 和 ``vdim``）：``W_k`` 和 ``W_v`` 的输入是
                 ``context_size`` 维，模块只能做交叉注意力。默认 ``None`` 表示 ``hidden_size``。
+            head_size: 每个头的宽度，不等于 ``hidden_size // heads_num`` 时给出（Qwen3、Gemma）：
+                各头拼接后是 ``heads_num * head_size`` 维，由 ``W_o`` 投影回 ``hidden_size``。
+                默认 ``None`` 表示 ``hidden_size // heads_num``，此时必须能整除。
+            scale: 分数 ``q·k`` 要乘的系数；默认 ``None`` 表示 ``1 / sqrt(head_size)``。
+            qk_norm: 在旋转之前，对查询和键的每个头各做一次 RMSNorm（Qwen3）：``q_norm`` 和
+                ``k_norm``，各有 ``head_size`` 个权重。
+            norm_eps: 这两个归一化的 ``eps``（配置里的 ``rms_norm_eps``）。
+            rope: 一个 [`RotaryEmbedding`][mha.rope.RotaryEmbedding]：查询和新的键在键存进缓存
+                之前按位置旋转（只用于自注意力）。
+            window: 滑动窗口注意力（Mistral）：与 ``is_causal`` 一起使用时，每个查询只看最近的
+                ``window`` 个位置（包括它自己）；缓存在每次调用之后也只保留最近的 ``window - 1``
+                个位置。
 
         引发:
-            TypeError: 尺寸不是 ``int``，``dropout`` 不是数，或者 ``bias``、``fast`` 不是
-                ``bool``。
-            ValueError: 尺寸不是正数，``hidden_size`` 不能被 ``heads_num`` 整除，``heads_num``
-                不能被 ``kv_heads`` 整除，或者 ``dropout`` 不在 ``[0, 1)`` 之内。
+            TypeError: 尺寸不是 ``int``，``dropout`` 不是数，``bias`` 既不是 ``bool`` 也不是名字
+                组成的元组，``fast`` 或 ``qk_norm`` 不是 ``bool``，``rope`` 不是
+                ``RotaryEmbedding``。
+            ValueError: 尺寸不是正数，（没给 ``head_size`` 时）``hidden_size`` 不能被
+                ``heads_num`` 整除，``heads_num`` 不能被 ``kv_heads`` 整除，``dropout`` 不在
+                ``[0, 1)`` 之内，``bias`` 里有别的投影名，``scale`` 或 ``norm_eps`` 不是正数，
+                或者 ``rope`` 要旋转的维度比一个头的还多。
     """
 
     def __init__(
@@ -754,37 +871,67 @@ class MHA(nn.Module):
         bias: bool = True,
         fast: bool = True,
         context_size: int | None = None,
+        head_size: int | None = None,
+        scale: float | None = None,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-6,
+        rope: RotaryEmbedding | None = None,
+        window: int | None = None,
     ):
         super().__init__()
         kv_heads = heads_num if kv_heads is None else kv_heads
-        check_sizes(hidden_size, heads_num)
+        if head_size is None:
+            check_sizes(hidden_size, heads_num)
+            head_size = hidden_size // heads_num
+        else:
+            _check_length("hidden_size", hidden_size, positive=True)
+            _check_length("heads_num", heads_num, positive=True)
+            _check_length("head_size", head_size, positive=True)
         check_sizes(heads_num, kv_heads, names=("heads_num", "kv_heads"))
-        if isinstance(dropout, bool) or not isinstance(dropout, int | float):
-            raise TypeError(f"dropout must be a float, got {type(dropout).__name__} ({dropout!r})")
+        _check_number("dropout", dropout)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
-        _check_flag("bias", bias)
+        biased = _biased(bias)
         _check_flag("fast", fast)
+        _check_flag("qk_norm", qk_norm)
         context_size = hidden_size if context_size is None else context_size
         _check_length("context_size", context_size, positive=True)
+        for name, value in (("scale", scale), ("norm_eps", norm_eps)):
+            if value is not None:
+                _check_number(name, value, positive=True)
+        if window is not None:
+            _check_length("window", window, positive=True)
+        if rope is not None and not isinstance(rope, RotaryEmbedding):
+            raise TypeError(f"rope must be a mha.rope.RotaryEmbedding, got {type(rope).__name__}")
+        if rope is not None and rope.rotary_dims > head_size:
+            raise ValueError(
+                f"rope.rotary_dims ({rope.rotary_dims}) must be at most head_size ({head_size})"
+            )
         self.hidden_size = hidden_size
         self.heads_num = heads_num
-        self.head_size = hidden_size // heads_num
+        self.head_size = head_size
         self.kv_heads = kv_heads
         self.dropout = float(dropout)
         self.fast = fast
         self.context_size = context_size
+        self.scale = None if scale is None else float(scale)
+        self.window = window
+        self.rope = rope
 
         # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num），
         # 输入是 context_size 维（默认就是 hidden_size）
         # The query projection is the pure version's; keys and values project to kv_heads heads
         # only (fewer than heads_num under grouped-query attention), from context_size inputs
         # (hidden_size unless given)
-        self.W_q = nn.Linear(hidden_size, hidden_size, bias=bias)
-        self.W_k = nn.Linear(context_size, kv_heads * self.head_size, bias=bias)
-        self.W_v = nn.Linear(context_size, kv_heads * self.head_size, bias=bias)
+        self.W_q = nn.Linear(hidden_size, heads_num * head_size, bias="W_q" in biased)
+        self.W_k = nn.Linear(context_size, kv_heads * head_size, bias="W_k" in biased)
+        self.W_v = nn.Linear(context_size, kv_heads * head_size, bias="W_v" in biased)
 
-        self.W_o = nn.Linear(hidden_size, hidden_size, bias=bias)
+        self.W_o = nn.Linear(heads_num * head_size, hidden_size, bias="W_o" in biased)
+        # Qwen3：查询和键的每个头各有一个 RMSNorm（不用时为 None）
+        # Qwen3: an RMSNorm for each head of the queries and of the keys (None when off)
+        self.q_norm = RMSNorm(head_size, eps=norm_eps) if qk_norm else None
+        self.k_norm = RMSNorm(head_size, eps=norm_eps) if qk_norm else None
 
     # --8<-- [start:forward]
     def forward(
@@ -796,6 +943,7 @@ class MHA(nn.Module):
         is_causal: bool = False,
         cache: KVCache | None = None,
         need_weights: bool = False,
+        positions: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Let each position of ``x`` attend to the positions of ``x`` (or of ``context``).
 
@@ -815,6 +963,10 @@ class MHA(nn.Module):
                 context's keys and values and later calls read them instead of projecting the
                 context again. A cache belongs to the first module that uses it.
             need_weights: also return the attention weights (computed by the written-out path).
+            positions: with ``rope``, the positions of ``x``'s rows: ``[q_len]``, or
+                ``[batch_size, q_len]`` when each row has its own (a left-padded batch). ``None``
+                (the default) means ``len(cache) + arange(q_len)``: the positions right after
+                those in the cache (``0 .. q_len - 1`` without one).
 
         Returns:
             ``[batch_size, q_len, hidden_size]``; with ``need_weights``, also the weights
@@ -824,10 +976,12 @@ class MHA(nn.Module):
                 attention output, so its output is ``W_o``'s bias.
 
         Raises:
-            TypeError: an input, the mask or the cache has the wrong type or dtype.
-            ValueError: an input or the mask has the wrong shape or device; ``cache`` belongs to
-                another module, holds self-attention's keys when given ``context`` (or the
-                reverse), or holds a context of another batch size or length.
+            TypeError: an input, the mask, the cache or ``positions`` has the wrong type or dtype.
+            ValueError: an input, the mask or ``positions`` has the wrong shape or device;
+                ``cache`` belongs to another module, holds self-attention's keys when given
+                ``context`` (or the reverse), or holds a context of another batch size or length;
+                ``positions`` without ``rope``, ``context`` with it, or a ``window`` without
+                ``is_causal``.
 
         Examples:
             >>> model = MHA(20, 4)
@@ -852,6 +1006,10 @@ class MHA(nn.Module):
                     全部的键和值做注意力。同时给了 ``context`` 时，第一次调用把上下文的键和值存进
                     缓存，之后的调用直接读取，不再投影上下文。缓存属于第一个使用它的模块。
                 need_weights: 同时返回注意力权重（由逐步计算的路径算出）。
+                positions: 有 ``rope`` 时，``x`` 各行的位置：``[q_len]``；每一行各有各的位置时
+                    （左填充的一批）是 ``[batch_size, q_len]``。默认 ``None`` 表示
+                    ``len(cache) + arange(q_len)``：紧接在缓存里已有的位置之后（没有缓存时就是
+                    ``0 .. q_len - 1``）。
 
             返回:
                 ``[batch_size, q_len, hidden_size]``；``need_weights`` 为真时再返回注意力权重
@@ -861,9 +1019,11 @@ class MHA(nn.Module):
                     模块在这里的输出就是 ``W_o`` 的偏置。
 
             引发:
-                TypeError: 输入、掩码或缓存的类型或 dtype 不对。
-                ValueError: 输入或掩码的形状、设备不对；``cache`` 属于另一个模块，给了 ``context``
-                    却存着自注意力的键（或者反过来），或者存的上下文批大小、长度与这次不同。
+                TypeError: 输入、掩码、缓存或 ``positions`` 的类型或 dtype 不对。
+                ValueError: 输入、掩码或 ``positions`` 的形状、设备不对；``cache`` 属于另一个模块，
+                    给了 ``context`` 却存着自注意力的键（或者反过来），或者存的上下文批大小、长度
+                    与这次不同；没有 ``rope`` 却给了 ``positions``，有 ``rope`` 却给了
+                    ``context``，或者有 ``window`` 却没有 ``is_causal``。
         """
         # 检查输入；交叉注意力时，键和值来自 context，否则来自 x 本身
         # Check the inputs; keys and values come from context for cross-attention, else from x
@@ -876,6 +1036,7 @@ class MHA(nn.Module):
             )
         _check_flag("is_causal", is_causal)
         _check_flag("need_weights", need_weights)
+        self._check_options(context, is_causal, positions, x)
         reuse = self._check_cache(cache, context, x)  # the cache holds the context's keys and values
         held = 0 if cache is None else len(cache)
         if attn_mask is not None:
@@ -886,8 +1047,10 @@ class MHA(nn.Module):
         # 投影查询，按头拆分，再把头换到第 1 维：保持四维，融合算子要的就是这种布局
         # Project the queries, split them into heads and move the heads to dim 1: kept 4-D, the
         # layout the fused kernels take
-        q = self.W_q(x)  # [batch_size, q_len, hidden_size]
+        q = self.W_q(x)  # [batch_size, q_len, heads_num * head_size]
         q = q.view(q.size(0), q.size(1), self.heads_num, self.head_size).transpose(1, 2)  # [batch_size, heads_num, q_len, head_size]
+        if self.q_norm is not None:
+            q = self.q_norm(q)  # [batch_size, heads_num, q_len, head_size]
 
         if not reuse:
             # 键和值同样投影、拆分，但只有 kv_heads 个头（交叉注意力的缓存里已有上下文的键和值时不必再算）
@@ -897,6 +1060,18 @@ class MHA(nn.Module):
             v = self.W_v(source)  # [batch_size, src_len, kv_heads * head_size]
             k = k.view(k.size(0), k.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
             v = v.view(v.size(0), v.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
+            if self.k_norm is not None:
+                k = self.k_norm(k)  # [batch_size, kv_heads, src_len, head_size]
+
+        if self.rope is not None:
+            # 旋转位置编码：查询和新的键按各自的位置旋转，键在存进缓存之前就转好
+            # Rotary embeddings: the queries and the new keys turn by their positions, the keys
+            # before they enter the cache
+            if positions is None:
+                positions = torch.arange(held, held + x.size(1), device=x.device)  # [q_len]
+            turns = self.rope(positions)  # cos and sin of the angles, each [..., q_len, rotary_dims]
+            q = self.rope.rotate(q, *turns)  # [batch_size, heads_num, q_len, head_size]
+            k = self.rope.rotate(k, *turns)  # [batch_size, kv_heads, q_len, head_size]
 
         if cache is not None:
             # 有缓存时：把新的键和值接在缓存后面（上下文的键和值只在第一次调用时存入），对全部键和值做注意力
@@ -906,6 +1081,10 @@ class MHA(nn.Module):
                 cache.append(k, v, queries=q)
             k = cache.keys  # [batch_size, kv_heads, k_len, head_size]
             v = cache.values  # [batch_size, kv_heads, k_len, head_size]
+            if attn_mask is not None and attn_mask.size(-1) > k.size(2):
+                # 滑动窗口的缓存丢掉了最早的位置：掩码也只留最后 k_len 列
+                # A sliding window's cache dropped the oldest positions: so does the mask
+                attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
 
         try:
             if self.fast and not need_weights:
@@ -927,10 +1106,15 @@ class MHA(nn.Module):
             if cache is not None:
                 cache.crop(held)
             raise
+        if cache is not None and self.window is not None:
+            # 滑动窗口：下一次调用的查询看不到更早的位置，缓存只留最近的 window - 1 个
+            # Sliding window: the next call's queries see nothing older, so the cache keeps the
+            # window - 1 latest positions
+            cache._keep_last(self.window - 1)
 
         # 拼接各头（与纯享版相同），再做输出投影
         # Concatenate the heads (as in the pure version), then the output projection
-        out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.hidden_size)  # [batch_size, q_len, hidden_size]
+        out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.heads_num * self.head_size)  # [batch_size, q_len, heads_num * head_size]
         out = self.W_o(out)  # [batch_size, q_len, hidden_size]
         if need_weights:
             return out, weights
@@ -958,13 +1142,17 @@ class MHA(nn.Module):
             逐步算出注意力权重：分数、缩放、掩码、softmax、dropout。键全被屏蔽（布尔掩码全为
             ``False``，或浮点掩码全为 ``-inf``）的查询，权重整行为零。
         """
-        # 每个查询头与它那一组的键头做点积，再缩放；至少在 float32 里算（半精度下点积可能超过 65504），
-        # 掩码和 softmax 也是
-        # Each query head against the key head of its group, scaled, in at least float32 (in half
-        # precision a dot product can exceed 65504), as are the mask and the softmax
+        # 每个查询头与它那一组的键头做点积，再乘 scale（默认 1/sqrt(head_size)）；至少在 float32 里算
+        # （半精度下点积可能超过 65504），掩码和 softmax 也是
+        # Each query head against the key head of its group, times scale (1/sqrt(head_size) unless
+        # given), in at least float32 (in half precision a dot product can exceed 65504), as are
+        # the mask and the softmax
         dtype = torch.promote_types(q.dtype, torch.float32)
         k = self._repeat_kv(k).to(dtype)  # [batch_size, heads_num, k_len, head_size]
-        qk = torch.matmul(q.to(dtype), k.transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, q_len, k_len]
+        if self.scale is None:
+            qk = torch.matmul(q.to(dtype), k.transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, q_len, k_len]
+        else:
+            qk = torch.matmul(q.to(dtype), k.transpose(-2, -1)) * self.scale  # [batch_size, heads_num, q_len, k_len]
         keeps = None
         if mask is not None:
             if mask.dtype == torch.bool:
@@ -1006,26 +1194,25 @@ class MHA(nn.Module):
             给的形状传进去：``[batch_size, 1, 1, k_len]`` 的填充掩码不会扩展成 ``[..., q_len, k_len]``。
         """
         q_len, k_len = q.size(2), k.size(2)
-        dropout_p = self.dropout if self.training else 0.0
-        gqa = self.kv_heads != self.heads_num
-        if is_causal and attn_mask is None and q_len == 1:
-            # 只有因果掩码、只有一个（最新的）查询：它能看到所有键，不需要掩码
-            # Causal alone with a single (newest) query: it sees every key and needs no mask
-            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, enable_gqa=gqa)
-        if is_causal and attn_mask is None and q_len == k_len:
-            # 方阵上只有因果掩码：由算子自己实现同一个下三角，不必构造掩码张量，还能跳过被屏蔽的块
-            # Causal alone on a square matrix: the kernel's own is_causal is the same triangle,
-            # with no mask tensor built, and it can skip the masked blocks
-            return F.scaled_dot_product_attention(
-                q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=gqa
-            )
+        options = dict(dropout_p=self.dropout if self.training else 0.0, scale=self.scale)
+        options["enable_gqa"] = self.kv_heads != self.heads_num
+        # 只有因果掩码（没有滑动窗口，或者窗口盖住了所有键）时，可以不构造掩码张量
+        # Causal alone (no sliding window, or one that covers every key) needs no mask tensor
+        causal_alone = is_causal and attn_mask is None and (self.window or k_len) >= k_len
+        if causal_alone and q_len == 1:
+            # 只有一个（最新的）查询：它能看到所有键，不需要掩码
+            # A single (newest) query sees every key and needs no mask
+            return F.scaled_dot_product_attention(q, k, v, **options)
+        if causal_alone and q_len == k_len:
+            # 方阵：由算子自己实现同一个下三角，不必构造掩码张量，还能跳过被屏蔽的块
+            # A square matrix: the kernel's own is_causal is the same triangle, with no mask
+            # tensor built, and it can skip the masked blocks
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, **options)
         # 其余情况：掩码不扩展，原样交给算子（torch 2.5 起，一个键都看不到的查询由算子给出零输出）
         # Otherwise the mask goes to the kernel unexpanded (since torch 2.5 the kernel gives a
         # zero output to a query that sees no key)
         mask = self._mask(attn_mask, is_causal, q, k)  # [..., k_len]
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=gqa
-        )
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
 
     # --8<-- [end:fast]
 
@@ -1046,12 +1233,32 @@ class MHA(nn.Module):
                 attn_mask = _float_mask_as(attn_mask, q.dtype)  # [..., k_len]
         if not is_causal:
             return attn_mask
-        causal = causal_mask(q_len, k_len, device=q.device)  # [q_len, k_len]
+        causal = causal_mask(q_len, k_len, device=q.device, window=self.window)  # [q_len, k_len]
         if attn_mask is None:
             return causal
         if attn_mask.dtype == torch.bool:
             return attn_mask & causal
         return attn_mask.masked_fill(~causal, float("-inf"))
+
+    def _check_options(
+        self, context: Tensor | None, is_causal: bool, positions: Tensor | None, x: Tensor
+    ) -> None:
+        """The options of today's models, against this call's arguments."""
+        if self.window is not None and not is_causal:
+            raise ValueError(
+                f"this MHA has a sliding window (window={self.window}), which applies to causal "
+                "attention: pass is_causal=True"
+            )
+        if self.rope is not None and context is not None:
+            raise ValueError(
+                "this MHA has rotary embeddings (rope), which rotate self-attention's queries and "
+                "keys by their positions: context= (cross-attention) has no such positions"
+            )
+        if positions is None:
+            return
+        if self.rope is None:
+            raise ValueError("positions are what rope rotates by, and this MHA has no rope")
+        _check_positions(positions, x)
 
     def _check_context(self, context: Tensor, x: Tensor) -> Tensor:
         named = "hidden_size" if self.context_size == self.hidden_size else "context_size"
@@ -1079,6 +1286,24 @@ class MHA(nn.Module):
                 f"{[context.size(0), context.size(1)]}: reset() the cache for a new context"
             )
         return True
+
+
+def _check_positions(positions: object, x: Tensor) -> None:
+    integer = isinstance(positions, Tensor) and not (
+        positions.dtype == torch.bool or positions.is_floating_point() or positions.is_complex()
+    )
+    if not integer:
+        got = positions.dtype if isinstance(positions, Tensor) else type(positions).__name__
+        raise TypeError(f"positions must be an integer tensor, got {got}")
+    if positions.shape not in ((x.size(1),), (x.size(0), x.size(1))):
+        raise ValueError(
+            f"positions must be [q_len] = [{x.size(1)}] or [batch_size, q_len] = "
+            f"[{x.size(0)}, {x.size(1)}], got {list(positions.shape)}"
+        )
+    if positions.device != x.device:
+        raise ValueError(
+            f"positions must be on the input's device {x.device}, got {positions.device}"
+        )
 
 
 def _check_mask(mask: object, target: tuple[int, int, int, int], device: torch.device) -> None:
@@ -1112,6 +1337,79 @@ def _float_mask_as(mask: Tensor, dtype: torch.dtype) -> Tensor:
         return mask
     info = torch.finfo(dtype)
     return torch.where(mask.isinf(), mask, mask.clamp(info.min, info.max)).to(dtype)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation over the last dimension, with a weight per dimension.
+
+    ``x / sqrt(mean(x²) + eps) * weight``; Qwen3 applies one to each head of the queries and of
+    the keys (``MHA(qk_norm=True)``). The statistics are computed in float32 and the result cast
+    back to the input's dtype before the weight multiplies it, as Qwen3's reference code does,
+    whatever the input's dtype (float64 included), so a converted model gives the same numbers.
+
+    Args:
+        size: the last dimension's size (``head_size`` in ``MHA``).
+        eps: added to the mean square, so that a zero vector stays finite.
+
+    Examples:
+        >>> norm = RMSNorm(2)
+        >>> norm(torch.tensor([3.0, 4.0]))  # root mean square 3.5355
+        tensor([0.8485, 1.1314], grad_fn=<MulBackward0>)
+
+    中文:
+        对最后一维做均方根归一化，每一维各有一个权重。
+
+        ``x / sqrt(mean(x²) + eps) * weight``；Qwen3 对查询和键的每个头各做一次
+        （``MHA(qk_norm=True)``）。统计量在 float32 里算，乘权重之前把结果转回输入的 dtype，与 Qwen3
+        的参考实现相同，无论输入是什么 dtype（float64 也一样），所以转换来的模型算出同样的数。
+
+        参数:
+            size: 最后一维的大小（在 ``MHA`` 里是 ``head_size``）。
+            eps: 加到均方上的小数，让全零向量也不会除以零。
+    """
+
+    def __init__(self, size: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        _check_length("size", size, positive=True)
+        _check_number("eps", eps, positive=True)
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = float(eps)
+
+    def extra_repr(self) -> str:
+        """What ``print`` shows between the parentheses.
+
+        Returns:
+            The size and ``eps``, as ``RMSNorm(5, eps=1e-06)`` prints them.
+
+        中文:
+            ``print`` 在括号里显示的内容。
+
+            返回:
+                尺寸和 ``eps``，打印出来就是 ``RMSNorm(5, eps=1e-06)``。
+        """
+        return f"{self.weight.size(0)}, eps={self.eps}"
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x`` normalised over its last dimension, then scaled by the weight.
+
+        Args:
+            x: ``[..., size]``.
+
+        Returns:
+            ``[..., size]``, in ``x``'s dtype (or the weight's, if wider).
+
+        中文:
+            ``x`` 在最后一维上归一化，再乘权重。
+
+            参数:
+                x: 形状为 ``[..., size]`` 的张量。
+
+            返回:
+                ``[..., size]``，dtype 与 ``x`` 相同（权重的 dtype 更宽时取权重的）。
+        """
+        wide = x.float()
+        wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * wide.to(x.dtype)
 
 
 # --8<-- [end:class]

@@ -83,8 +83,9 @@ import torch.nn as nn
 
 import mha.full
 import mha.pure
+from mha.rope import SCALINGS, RotaryEmbedding
 
-__all__ = ["from_torch", "to_torch"]
+__all__ = ["from_hf", "from_torch", "to_torch"]
 
 _LAYERS = ("W_q", "W_k", "W_v", "W_o")
 
@@ -350,3 +351,113 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
         if bias:
             m.W_o.bias.copy_(t.out_proj.bias)
     return m.train(t.training)
+
+
+# transformers' attention classes from_hf converts (transformers is never imported by mha: a
+# module is recognised by its class name, and read through its config and attributes).
+HF_CLASSES = ("LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention")
+_HF_PROJECTIONS = {"W_q": "q_proj", "W_k": "k_proj", "W_v": "v_proj", "W_o": "o_proj"}
+
+
+def from_hf(module: nn.Module) -> mha.full.MHA:
+    """Build an [`mha.full.MHA`][mha.full.MHA] equal to a transformers attention module.
+
+    Llama, Mistral, Qwen2 and Qwen3 attention differ in a few switches, each an option of
+    ``mha.full.MHA``: ``head_size`` (the config's ``head_dim``), ``bias`` (Qwen2: q, k and v
+    only; Llama and Qwen3: the config's ``attention_bias``), ``qk_norm`` (Qwen3), ``rope`` (the
+    config's ``rope_parameters``: default, ``llama3`` or ``yarn``) and ``window`` (Mistral's
+    ``sliding_window``; Qwen's on its sliding layers). The weights are copied exactly, on the
+    module's device and in its dtype. The result called as ``m(x, is_causal=True)`` gives the
+    module's output for positions ``0 .. q_len - 1`` under its causal (and sliding-window) mask;
+    with a [`KVCache`][mha.full.KVCache] it continues at position ``len(cache)``, as the module
+    does with its own cache.
+
+    Args:
+        module: a transformers ``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention`` or
+            ``Qwen3Attention`` (built from a config; nothing is downloaded).
+
+    Returns:
+        An ``mha.full.MHA`` in the module's mode (training or evaluation).
+
+    Raises:
+        TypeError: ``module`` is another class (named in the message).
+        ValueError: its config uses what ``mha`` does not implement (a rope type other than
+            default, ``llama3`` and ``yarn``).
+
+    中文:
+        构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]。
+
+        Llama、Mistral、Qwen2 和 Qwen3 的注意力只差几个开关，每个都是 ``mha.full.MHA`` 的一个
+        选项：``head_size``（配置里的 ``head_dim``）、``bias``（Qwen2 只有 q、k、v 有偏置；Llama
+        和 Qwen3 看配置的 ``attention_bias``）、``qk_norm``（Qwen3）、``rope``（配置里的
+        ``rope_parameters``：默认、``llama3`` 或 ``yarn``）和 ``window``（Mistral 的
+        ``sliding_window``；Qwen 的滑动窗口层）。权重原样复制，设备和 dtype 与模块相同。以
+        ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 ``0 .. q_len - 1`` 在因果（以及滑动
+        窗口）掩码下的输出；带着 [`KVCache`][mha.full.KVCache] 调用时从位置 ``len(cache)`` 接着算，
+        与模块用它自己的缓存时相同。
+
+        参数:
+            module: transformers 的 ``LlamaAttention``、``MistralAttention``、``Qwen2Attention``
+                或 ``Qwen3Attention``（由配置构建，不下载任何东西）。
+
+        返回:
+            一个 ``mha.full.MHA``，与模块处于同一模式（训练或评估）。
+
+        引发:
+            TypeError: ``module`` 是别的类（错误信息会写出类名）。
+            ValueError: 它的配置用了 ``mha`` 没有实现的东西（默认、``llama3``、``yarn`` 之外的
+                rope 类型）。
+    """
+    name = type(module).__name__
+    if name not in HF_CLASSES:
+        raise TypeError(f"from_hf converts transformers' {', '.join(HF_CLASSES)}; got {name}")
+    config = module.config
+    head_size = module.head_dim
+    biased = tuple(
+        ours for ours, theirs in _HF_PROJECTIONS.items() if getattr(module, theirs).bias is not None
+    )
+    norm = getattr(module, "q_norm", None)
+    window = getattr(module, "sliding_window", None)
+    if name == "MistralAttention":
+        window = getattr(config, "sliding_window", None)
+    weight = module.q_proj.weight
+    m = mha.full.MHA(
+        config.hidden_size,
+        config.num_attention_heads,
+        kv_heads=config.num_key_value_heads,
+        head_size=head_size,
+        dropout=float(config.attention_dropout),
+        bias=biased,
+        scale=float(module.scaling),
+        qk_norm=norm is not None,
+        norm_eps=1e-6 if norm is None else float(norm.variance_epsilon),
+        rope=_rope_from_hf(config, head_size),
+        window=window,
+    ).to(device=weight.device, dtype=weight.dtype)
+    with torch.no_grad():
+        for ours, theirs in _HF_PROJECTIONS.items():
+            getattr(m, ours).weight.copy_(getattr(module, theirs).weight)
+            if ours in biased:
+                getattr(m, ours).bias.copy_(getattr(module, theirs).bias)
+        if norm is not None:
+            m.q_norm.weight.copy_(module.q_norm.weight)
+            m.k_norm.weight.copy_(module.k_norm.weight)
+    return m.train(module.training)
+
+
+def _rope_from_hf(config: object, head_size: int, *, interleaved: bool = False) -> RotaryEmbedding:
+    """The rotary embedding a transformers config describes (its ``rope_parameters``)."""
+    scaling = dict(config.rope_parameters)
+    base = scaling.pop("rope_theta")
+    rotary_dims = int(head_size * scaling.pop("partial_rotary_factor", 1.0))
+    kind = scaling.get("rope_type", "default")
+    if kind not in SCALINGS:
+        raise ValueError(
+            f"the config's rope_type is {kind!r}; mha.rope implements {sorted(SCALINGS)}"
+        )
+    return RotaryEmbedding(
+        rotary_dims,
+        base=base,
+        interleaved=interleaved,
+        scaling=None if kind == "default" else scaling,
+    )

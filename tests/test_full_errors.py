@@ -122,7 +122,15 @@ def test_dropout_outside_0_to_1_raises_value_error(value):
     assert raised_in_mha(e)
 
 
-@pytest.mark.parametrize("name", ["bias", "fast"])
+# What each flag's message says it must be: bias may also name the projections that have one.
+EXPECTED_FLAG = {
+    "bias": "a bool or a tuple of projection names",
+    "fast": "a bool",
+    "qk_norm": "a bool",
+}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_FLAG))
 @pytest.mark.parametrize(
     ("value", "actual"),
     [
@@ -131,8 +139,8 @@ def test_dropout_outside_0_to_1_raises_value_error(value):
         pytest.param(None, "NoneType (None)", id="None"),
     ],
 )
-def test_bias_or_fast_not_a_bool_raises_type_error(name, value, actual):
-    with raises(TypeError, f"{name} must be a bool, got {actual}") as e:
+def test_a_flag_not_a_bool_raises_type_error(name, value, actual):
+    with raises(TypeError, f"{name} must be {EXPECTED_FLAG[name]}, got {actual}") as e:
         MHA(20, 4, **{name: value})
     assert raised_in_mha(e)
 
