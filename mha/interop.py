@@ -382,7 +382,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA:
     Raises:
         TypeError: ``module`` is another class (named in the message).
         ValueError: its config uses what ``mha`` does not implement (a rope type other than
-            default, ``llama3`` and ``yarn``).
+            default, ``llama3`` and ``yarn``) or these classes do not (a
+            ``partial_rotary_factor`` other than 1).
 
     中文:
         构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]。
@@ -406,7 +407,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA:
         引发:
             TypeError: ``module`` 是别的类（错误信息会写出类名）。
             ValueError: 它的配置用了 ``mha`` 没有实现的东西（默认、``llama3``、``yarn`` 之外的
-                rope 类型）。
+                rope 类型），或者这几个类本身不支持的东西（不等于 1 的 ``partial_rotary_factor``）。
     """
     name = type(module).__name__
     if name not in HF_CLASSES:
@@ -449,14 +450,20 @@ def _rope_from_hf(config: object, head_size: int, *, interleaved: bool = False) 
     """The rotary embedding a transformers config describes (its ``rope_parameters``)."""
     scaling = dict(config.rope_parameters)
     base = scaling.pop("rope_theta")
-    rotary_dims = int(head_size * scaling.pop("partial_rotary_factor", 1.0))
     kind = scaling.get("rope_type", "default")
     if kind not in SCALINGS:
         raise ValueError(
             f"the config's rope_type is {kind!r}; mha.rope implements {sorted(SCALINGS)}"
         )
+    # These families rotate whole heads (their code has no partial rotation)
+    partial = scaling.pop("partial_rotary_factor", 1.0)
+    if partial != 1.0:
+        raise ValueError(
+            f"the config's partial_rotary_factor is {partial}; these attention classes rotate "
+            "whole heads (1.0)"
+        )
     return RotaryEmbedding(
-        rotary_dims,
+        head_size,
         base=base,
         interleaved=interleaved,
         scaling=None if kind == "default" else scaling,

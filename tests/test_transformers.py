@@ -1,0 +1,440 @@
+"""``mha.interop.from_hf``: our MHA equals transformers' Llama, Mistral, Qwen2 and Qwen3 attention.
+
+The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
+output for positions ``0 .. q_len - 1`` under its causal (and sliding-window) mask; with a
+``KVCache``, ``m(x_new, is_causal=True, cache=cache)`` continues at position ``len(cache)`` and
+equals the module decoding with its own cache (``DynamicCache``, which keeps only the window on a
+sliding layer); float64 at rounding level, float32 within 1e-5 (``support.TOLERANCE`` is
+stricter still: 1e-12 and 2e-6).
+
+The modules are built from configs with random weights: nothing is downloaded. transformers is
+called as its models call the attention: ``position_embeddings=(cos, sin)`` from the model's own
+rotary embedding, an additive 4-D mask built here from the positions (the oracle's input, written
+out: a key ``j`` is visible to the query at ``i`` when ``j <= i`` and, with a window ``w``,
+``i - j < w``), its ``sdpa`` path (its ``eager`` path computes the softmax in float32 even for
+float64 inputs; it is compared in float32).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from support import assert_close, seeds
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+from transformers import (  # noqa: E402
+    DynamicCache,
+    LlamaConfig,
+    MistralConfig,
+    Qwen2Config,
+    Qwen3Config,
+)
+from transformers.models.llama.modeling_llama import (  # noqa: E402
+    LlamaAttention,
+    LlamaRotaryEmbedding,
+)
+from transformers.models.mistral.modeling_mistral import MistralAttention  # noqa: E402
+from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention  # noqa: E402
+from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention  # noqa: E402
+
+from mha.full import MHA, KVCache, padding_mask  # noqa: E402
+from mha.interop import from_hf  # noqa: E402
+from mha.rope import RotaryEmbedding  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+
+FAMILIES = {
+    "llama": (LlamaConfig, LlamaAttention),
+    "mistral": (MistralConfig, MistralAttention),
+    "qwen2": (Qwen2Config, Qwen2Attention),
+    "qwen3": (Qwen3Config, Qwen3Attention),
+}
+# The rope_parameters drawn: each scaling real configs use, at sizes where it changes something
+# (a trained context of 16 positions, shorter than the lengths drawn beyond it).
+ROPES = {
+    "default": {"rope_type": "default", "rope_theta": 10000.0},
+    "llama3": {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16,
+    },
+    "yarn": {
+        "rope_type": "yarn",
+        "rope_theta": 1000000.0,
+        "factor": 4.0,
+        "original_max_position_embeddings": 16,
+    },
+}
+
+
+def build(
+    family: str,
+    *,
+    heads: int,
+    kv_heads: int,
+    head_dim: int | None,
+    rope: str,
+    window,
+    dtype,
+    seed: int,
+    bias: bool = False,
+    implementation: str = "sdpa",
+):
+    """A transformers attention module of ``family`` with random weights (every parameter drawn,
+    the norms' and biases' too, so none is left at a value that hides a mistake), its config and
+    its model's rotary embedding."""
+    config_class, attention_class = FAMILIES[family]
+    options = dict(
+        hidden_size=24,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=64,
+        rope_parameters=dict(ROPES[rope]),
+        attention_dropout=0.0,
+    )
+    if head_dim is not None:
+        options["head_dim"] = head_dim
+    if family in ("llama", "qwen3"):
+        options["attention_bias"] = bias
+    if family == "mistral":
+        options["sliding_window"] = window
+    if family in ("qwen2", "qwen3") and window is not None:
+        options.update(use_sliding_window=True, sliding_window=window, max_window_layers=0)
+    config = config_class(**options)
+    config._attn_implementation = implementation
+    torch.manual_seed(seed)
+    module = attention_class(config, layer_idx=0).to(dtype).eval()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0.0, 0.3)
+    return module, config, LlamaRotaryEmbedding(config)
+
+
+def window_of(module) -> int | None:
+    if isinstance(module, MistralAttention):
+        return module.config.sliding_window
+    return getattr(module, "sliding_window", None)
+
+
+def additive_mask(positions: torch.Tensor, keys: torch.Tensor, window, dtype, visible=None):
+    """transformers' additive mask ``[batch_size, 1, q_len, k_len]``: 0 where the query at
+    ``positions[b, i]`` may see the key at ``keys[b, j]``, the dtype's minimum elsewhere."""
+    i, j = positions[:, None, :, None], keys[:, None, None, :]
+    allowed = j <= i
+    if window is not None:
+        allowed &= i - j < window
+    if visible is not None:  # [batch_size, k_len]: False for padding
+        allowed &= visible[:, None, None, :]
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def hf_call(module, rotary, x, positions, mask, cache=None):
+    cos, sin = rotary(x, positions)
+    out, _ = module(x, position_embeddings=(cos, sin), attention_mask=mask, past_key_values=cache)
+    return out
+
+
+configurations = st.fixed_dictionaries(
+    {
+        "family": st.sampled_from(sorted(FAMILIES)),
+        "heads_kv": st.sampled_from([(4, 4), (4, 2), (4, 1), (6, 3), (2, 2)]),
+        "head_dim": st.sampled_from([None, 4, 8, 10]),
+        "rope": st.sampled_from(sorted(ROPES)),
+        "window": st.sampled_from([None, 3, 6]),
+        "batch_size": st.integers(1, 3),
+        "prefill": st.integers(1, 9),
+        "steps": st.integers(1, 6),
+        "dtype": st.sampled_from([torch.float32, torch.float64]),
+        "bias": st.booleans(),
+        "seed": seeds,
+    }
+)
+
+
+def build_drawn(c: dict):
+    heads, kv_heads = c["heads_kv"]
+    head_dim = c["head_dim"]
+    if head_dim is None and 24 % heads:
+        head_dim = 8
+    window = c["window"] if c["family"] in ("mistral", "qwen2", "qwen3") else None
+    return build(
+        c["family"],
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        rope=c["rope"],
+        window=window,
+        dtype=c["dtype"],
+        seed=c["seed"],
+        bias=c["bias"],
+    )
+
+
+@given(c=configurations)
+def test_prefill_then_decoding_equals_transformers_with_its_own_cache(c):
+    module, config, rotary = build_drawn(c)
+    m = from_hf(module)
+    window = window_of(module)
+    dtype, b = c["dtype"], c["batch_size"]
+    theirs, ours = DynamicCache(config=config), KVCache()
+    x = torch.randn(b, c["prefill"], 24, dtype=dtype)
+    positions = torch.arange(c["prefill"]).expand(b, -1)
+    expected = hf_call(
+        module, rotary, x, positions, additive_mask(positions, positions, window, dtype), theirs
+    )
+    with torch.no_grad():
+        # Without a cache, and with one: the same output
+        assert_close(m(x, is_causal=True), expected, msg="prefill without a cache")
+        assert_close(m(x, is_causal=True, cache=ours), expected, msg="prefill into the cache")
+    for step in range(c["prefill"], c["prefill"] + c["steps"]):
+        x = torch.randn(b, 1, 24, dtype=dtype)
+        position = torch.full((b, 1), step)
+        held = theirs.layers[0].keys.size(2)
+        keys = torch.arange(step + 1 - held - 1, step + 1).expand(b, -1)  # the positions it holds
+        mask = additive_mask(position, keys, window, dtype)
+        expected = hf_call(module, rotary, x, position, mask, theirs)
+        with torch.no_grad():
+            got = m(x, is_causal=True, cache=ours)
+        assert_close(got, expected, msg=f"decoding position {step}")
+        assert len(ours) == step + 1
+        # The cache holds what transformers' holds: the window's latest, or everything
+        assert ours.keys.size(2) == theirs.layers[0].keys.size(2)
+
+
+def test_float32_equals_transformers_eager_path_within_the_contract():
+    # transformers' eager path (softmax in float32) against ours, in float32: the contract's 1e-5
+    for family in sorted(FAMILIES):
+        module, _, rotary = build(
+            family,
+            heads=4,
+            kv_heads=2,
+            head_dim=10,
+            rope="yarn",
+            window=4 if family != "llama" else None,
+            dtype=torch.float32,
+            seed=1,
+            implementation="eager",
+        )
+        m = from_hf(module)
+        x = torch.randn(2, 11, 24)
+        positions = torch.arange(11).expand(2, -1)
+        mask = additive_mask(positions, positions, window_of(module), torch.float32)
+        expected = hf_call(module, rotary, x, positions, mask)
+        with torch.no_grad():
+            torch.testing.assert_close(m(x, is_causal=True), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(family):
+    module, _, _ = build(
+        family,
+        heads=4,
+        kv_heads=2,
+        head_dim=10,
+        rope="llama3",
+        window=5,
+        dtype=torch.float32,
+        seed=0,
+        bias=True,
+    )
+    m = from_hf(module)
+    names = {"W_q": "q_proj", "W_k": "k_proj", "W_v": "v_proj", "W_o": "o_proj"}
+    theirs = module.state_dict()
+    for ours, hf in names.items():
+        assert torch.equal(getattr(m, ours).weight, theirs[f"{hf}.weight"])
+    # What each family switches on (the table of the chapter "Today's layer")
+    biased = {n for n in names if getattr(m, n).bias is not None}
+    assert (
+        biased
+        == {
+            "llama": set(names),  # attention_bias=True here
+            "mistral": set(),
+            "qwen2": {"W_q", "W_k", "W_v"},
+            "qwen3": set(names),
+        }[family]
+    )
+    assert (m.q_norm is not None) == (family == "qwen3")
+    assert m.window == (None if family == "llama" else 5)
+    assert m.head_size == 10 and m.hidden_size == 24 and m.W_o.in_features == 40
+    assert m.scale == 10**-0.5
+    assert m.rope.scaling["rope_type"] == "llama3" and not m.rope.interleaved
+
+
+@pytest.mark.parametrize(
+    ("rope", "partial"),
+    # transformers' default rope type ignores partial_rotary_factor in Llama's code
+    [(rope, 1.0) for rope in sorted(ROPES)] + [("llama3", 0.5), ("yarn", 0.5)],
+)
+def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
+    params = {**ROPES[rope], "partial_rotary_factor": partial}
+    config = LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        head_dim=32,
+        max_position_embeddings=64,
+        rope_parameters=params,
+    )
+    theirs = LlamaRotaryEmbedding(config)
+    scaling = {k: v for k, v in ROPES[rope].items() if k != "rope_theta"}
+    ours = RotaryEmbedding(
+        int(32 * partial),
+        base=ROPES[rope]["rope_theta"],
+        scaling=None if rope == "default" else scaling,
+    )
+    assert torch.equal(ours.inv_freq, theirs.inv_freq)
+    assert ours.attention_factor == theirs.attention_scaling
+    positions = torch.arange(40)[None]
+    cos, sin = theirs(torch.zeros(1, dtype=torch.float64), positions)
+    assert torch.equal(ours(positions)[0].double(), cos)
+    assert torch.equal(ours(positions)[1].double(), sin)
+
+
+def test_yarn_with_mscale_as_deepseek_configures_it_equals_transformers():
+    params = {
+        "rope_type": "yarn",
+        "rope_theta": 10000.0,
+        "factor": 40.0,
+        "original_max_position_embeddings": 16,
+        "mscale": 0.707,
+        "mscale_all_dim": 1.0,
+        "beta_fast": 32,
+        "beta_slow": 1,
+    }
+    config = LlamaConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        head_dim=32,
+        max_position_embeddings=640,
+        rope_parameters=params,
+    )
+    theirs = LlamaRotaryEmbedding(config)
+    ours = RotaryEmbedding(
+        32, base=10000.0, scaling={k: v for k, v in params.items() if k != "rope_theta"}
+    )
+    assert torch.equal(ours.inv_freq, theirs.inv_freq)
+    assert ours.attention_factor == pytest.approx(theirs.attention_scaling, rel=1e-15)
+
+
+def test_left_padded_batch_with_explicit_positions_equals_each_row_alone():
+    # A batch of prompts of lengths 5 and 2, padded on the left: each row's real positions
+    # start at 0. Ours takes positions [batch_size, q_len] and a padding mask; transformers
+    # takes position_ids and its 4-D mask. The real rows agree, prefill and two steps on.
+    module, config, rotary = build(
+        "qwen3",
+        heads=4,
+        kv_heads=2,
+        head_dim=8,
+        rope="default",
+        window=None,
+        dtype=torch.float64,
+        seed=3,
+    )
+    m = from_hf(module)
+    lengths = torch.tensor([5, 2])
+    k_len = 5
+    visible = padding_mask(lengths, k_len, left=True)[:, 0, 0]  # [batch_size, k_len]
+    positions = (torch.arange(k_len) - (k_len - lengths)[:, None]).clamp(min=0)
+    x = torch.randn(2, k_len, 24, dtype=torch.float64)
+    theirs, ours = DynamicCache(config=config), KVCache()
+    slots = torch.arange(k_len).expand(2, -1)  # causality by slot in the padded batch
+    mask = additive_mask(slots, slots, None, torch.float64, visible)
+    expected = hf_call(module, rotary, x, positions, mask, theirs)
+    got = m(x, is_causal=True, cache=ours, positions=positions, attn_mask=visible[:, None, None, :])
+    real = visible[:, :, None].expand_as(got)
+    assert_close(got[real], expected[real])
+    # The short row alone, unpadded: the same numbers at its real positions
+    alone = m(x[1:, 3:], is_causal=True)
+    assert_close(got[1, 3:], alone[0])
+    for step in range(2):
+        x = torch.randn(2, 1, 24, dtype=torch.float64)
+        position = (lengths + step)[:, None]
+        visible = torch.cat([visible, torch.ones(2, 1, dtype=torch.bool)], dim=1)
+        slots = torch.arange(visible.size(1)).expand(2, -1)
+        mask = additive_mask(slots[:, -1:], slots, None, torch.float64, visible)
+        expected = hf_call(module, rotary, x, position, mask, theirs)
+        got = m(
+            x, is_causal=True, cache=ours, positions=position, attn_mask=visible[:, None, None, :]
+        )
+        assert_close(got, expected, msg=f"step {step}")
+
+
+def test_bf16_autocast_agrees_with_transformers_under_autocast():
+    module, _, rotary = build(
+        "qwen3", heads=4, kv_heads=2, head_dim=8, rope="yarn", window=4, dtype=torch.float32, seed=4
+    )
+    m = from_hf(module)
+    x = torch.randn(2, 9, 24)
+    positions = torch.arange(9).expand(2, -1)
+    mask = additive_mask(positions, positions, 4, torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        expected = hf_call(module, rotary, x, positions, mask)
+        got = m(x, is_causal=True)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    # Both round to bfloat16 at different points; each is within bfloat16 of float32
+    exact = hf_call(module, rotary, x, positions, mask)
+    assert_close(got.float(), exact, dtype=torch.bfloat16)
+    assert_close(expected.float(), exact, dtype=torch.bfloat16)
+
+
+def test_a_compiled_decode_step_with_fullgraph_equals_transformers():
+    module, config, rotary = build(
+        "mistral",
+        heads=4,
+        kv_heads=2,
+        head_dim=None,
+        rope="llama3",
+        window=4,
+        dtype=torch.float32,
+        seed=5,
+    )
+    m = from_hf(module)
+    theirs, ours = DynamicCache(config=config), KVCache(max_len=16)
+
+    def step(x, cache):
+        return m(x, is_causal=True, cache=cache)
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager", dynamic=True)
+    x = torch.randn(1, 3, 24)
+    positions = torch.arange(3)[None]
+    with torch.no_grad():
+        hf_call(
+            module, rotary, x, positions, additive_mask(positions, positions, 4, x.dtype), theirs
+        )
+        m(x, is_causal=True, cache=ours)
+        for position in range(3, 9):
+            x = torch.randn(1, 1, 24)
+            held = theirs.layers[0].keys.size(2)
+            keys = torch.arange(position - held, position + 1)[None]
+            mask = additive_mask(torch.tensor([[position]]), keys, 4, x.dtype)
+            expected = hf_call(module, rotary, x, torch.tensor([[position]]), mask, theirs)
+            assert_close(compiled(x, ours), expected, msg=f"position {position}")
+
+
+def test_another_class_is_refused_with_its_name():
+    from transformers import GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
+
+    with pytest.raises(TypeError, match=r"got GPT2Attention$"):
+        from_hf(GPT2Attention(GPT2Config(n_embd=24, n_head=4)))
+    with pytest.raises(TypeError, match=r"got MHA$"):
+        from_hf(MHA(24, 4))
+
+
+@pytest.mark.parametrize("rope_type", ["linear", "dynamic"])
+def test_a_rope_type_mha_does_not_implement_is_refused_by_name(rope_type):
+    config = LlamaConfig(
+        hidden_size=24,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rope_parameters={"rope_type": rope_type, "rope_theta": 10000.0, "factor": 2.0},
+    )
+    with pytest.raises(ValueError, match=f"rope_type is '{rope_type}'"):
+        from_hf(LlamaAttention(config, layer_idx=0))
