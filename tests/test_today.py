@@ -1,0 +1,280 @@
+"""The options of today's models in ``mha.full.MHA`` and ``mha.rope``, on their own terms.
+
+``tests/test_transformers.py`` proves them equal to transformers' modules; here each is proven
+against its definition, the way users combine them: the relative-position property of RoPE in
+both layouts and with partial rotation, the position offset under a cache (the bug of restarting
+at 0, shown failing), a sliding window's cache that stops growing, trained through and decoded in
+``inference_mode`` then ``no_grad``, and the clear errors of each option.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from support import assert_close, raised_in_mha, seeds
+
+from mha.full import MHA, KVCache, RMSNorm, causal_mask
+from mha.rope import RotaryEmbedding, frequencies
+
+
+def rotated(rope: RotaryEmbedding, t: torch.Tensor, position: int) -> torch.Tensor:
+    """``t`` ``[head_size]`` rotated as if at ``position``."""
+    cos, sin = rope(torch.tensor([position]))
+    return rope.rotate(t[None, None, None], cos, sin)[0, 0, 0]
+
+
+@given(
+    seed=seeds,
+    m=st.integers(0, 500),
+    n=st.integers(0, 500),
+    shift=st.integers(-300, 300),
+    interleaved=st.booleans(),
+    rotary_dims=st.sampled_from([2, 4, 8]),
+)
+def test_q_dot_k_after_rotation_depends_only_on_the_distance(
+    seed, m, n, shift, interleaved, rotary_dims
+):
+    torch.manual_seed(seed)
+    rope = RotaryEmbedding(rotary_dims, interleaved=interleaved)
+    q, k = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    if m + shift < 0 or n + shift < 0:
+        shift = -min(m, n)
+    here = rotated(rope, q, m) @ rotated(rope, k, n)
+    there = rotated(rope, q, m + shift) @ rotated(rope, k, n + shift)
+    # float32 angles: positions up to 800 turn by up to 800 radians, rounded to ~6e-5
+    torch.testing.assert_close(here, there, atol=2e-3 * (1 + here.abs()), rtol=0)
+    # And it does depend on the distance: position 0 against itself is the plain dot product
+    assert_close(rotated(rope, q, 0) @ rotated(rope, k, 0), q @ k)
+
+
+def test_the_interleaved_layout_is_the_half_layout_with_its_dims_reordered():
+    torch.manual_seed(0)
+    half, interleaved = RotaryEmbedding(8), RotaryEmbedding(8, interleaved=True)
+    t = torch.randn(2, 3, 5, 8, dtype=torch.float64)
+    # Half pairs i with i + 4; interleaved pairs 2i with 2i + 1: order = 0, 4, 1, 5, 2, 6, 3, 7
+    order = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])
+    positions = torch.arange(5)
+    a = half.rotate(t, *half(positions))
+    b = interleaved.rotate(t[..., order], *interleaved(positions))
+    assert_close(b, a[..., order])
+
+
+def test_partial_rotation_turns_the_first_rotary_dims_and_passes_the_rest():
+    rope = RotaryEmbedding(4)
+    t = torch.randn(1, 2, 6, 10)
+    out = rope.rotate(t, *rope(torch.arange(6)))
+    assert torch.equal(out[..., 4:], t[..., 4:])
+    assert not torch.allclose(out[..., :4], t[..., :4])
+    # A rotation keeps each pair's length
+    pairs = lambda u: u[..., :2] ** 2 + u[..., 2:4] ** 2  # noqa: E731
+    assert_close(pairs(out), pairs(t))
+
+
+def test_position_zero_is_no_rotation_and_the_frequencies_fall_from_1_to_about_1_over_base():
+    inv_freq, factor = frequencies(8, 10000.0)
+    assert factor == 1.0
+    assert inv_freq[0] == 1.0
+    assert inv_freq[-1] == pytest.approx(10000.0 ** (-6 / 8))
+    rope = RotaryEmbedding(8)
+    t = torch.randn(1, 1, 1, 8)
+    assert torch.equal(rope.rotate(t, *rope(torch.tensor([0]))), t)
+
+
+def today_model(seed: int = 0, **options) -> MHA:
+    torch.manual_seed(seed)
+    options.setdefault("rope", RotaryEmbedding(8))
+    return MHA(24, 4, kv_heads=2, head_size=8, **options).double().eval()
+
+
+def test_decoding_continues_at_len_cache_and_restarting_at_0_is_the_offset_bug():
+    m = today_model(qk_norm=True)
+    x = torch.randn(2, 7, 24, dtype=torch.float64)
+    whole = m(x, is_causal=True)
+    cache = KVCache()
+    m(x[:, :5], is_causal=True, cache=cache)
+    # Right: positions default to len(cache) + arange(q_len) = 5, 6
+    right = m(x[:, 5:], is_causal=True, cache=cache)
+    assert_close(right, whole[:, 5:])
+    # The offset bug: the new rows rotated as if at 0, 1 (positions restarted when decoding)
+    cache.crop(5)
+    wrong = m(x[:, 5:], is_causal=True, cache=cache, positions=torch.arange(2))
+    assert (wrong - whole[:, 5:]).abs().max() > 1e-2
+    # Explicit positions 5, 6 are the default
+    cache.crop(5)
+    assert_close(m(x[:, 5:], is_causal=True, cache=cache, positions=torch.arange(5, 7)), right)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("window", [1, 3, 5])
+def test_a_sliding_window_cache_holds_window_minus_1_and_decodes_as_the_full_forward(fast, window):
+    m = today_model(window=window, fast=fast)
+    x = torch.randn(2, 12, 24, dtype=torch.float64)
+    whole = m(x, is_causal=True)
+    # The window's mask, written out: the full forward with causal_mask(window=...)
+    plain = today_model(fast=fast)
+    assert_close(whole, plain(x, attn_mask=causal_mask(12, 12, window=window)))
+    cache = KVCache()
+    outs = [m(x[:, :4], is_causal=True, cache=cache)]
+    assert cache.keys.size(2) == min(4, window - 1) and len(cache) == 4
+    for i in range(4, 12):
+        outs.append(m(x[:, i : i + 1], is_causal=True, cache=cache))
+        assert cache.keys.size(2) == min(i + 1, window - 1)
+        assert len(cache) == i + 1
+    assert_close(torch.cat(outs, dim=1), whole)
+
+
+def test_a_window_cache_stops_growing_in_inference_mode_then_no_grad():
+    window = 4
+    m = today_model(window=window)
+    x = torch.randn(1, 40, 24, dtype=torch.float64)
+    whole = m(x, is_causal=True)
+    cache = KVCache()
+    with torch.inference_mode():
+        outs = [m(x[:, :6], is_causal=True, cache=cache)]
+    capacities = set()
+    with torch.no_grad():
+        for i in range(6, 40):
+            outs.append(m(x[:, i : i + 1], is_causal=True, cache=cache))
+            capacities.add(cache._keys.size(2))
+    assert_close(torch.cat(outs, dim=1), whole)
+    # The buffer: never more than a few windows long, whatever the length generated
+    assert max(capacities) <= 2 * (window - 1) + 6
+
+
+def test_training_through_a_windowed_rope_cache_gives_the_full_forwards_gradients():
+    m = today_model(window=3, qk_norm=True)
+    x = torch.randn(2, 6, 24, dtype=torch.float64, requires_grad=True)
+    cache = KVCache()
+    chunked = torch.cat(
+        [m(x[:, :4], is_causal=True, cache=cache), m(x[:, 4:], is_causal=True, cache=cache)], dim=1
+    )
+    chunked.square().sum().backward()
+    grads = [x.grad.clone()] + [p.grad.clone() for p in m.parameters()]
+    x.grad = None
+    m.zero_grad()
+    m(x, is_causal=True).square().sum().backward()
+    for got, expected in zip(grads, [x.grad] + [p.grad for p in m.parameters()], strict=True):
+        assert_close(got, expected)
+
+
+def test_a_window_cache_refuses_a_crop_that_needs_dropped_positions():
+    m = today_model(window=3)
+    cache = KVCache()
+    m(torch.randn(1, 6, 24, dtype=torch.float64), is_causal=True, cache=cache)
+    assert "held=2 (window keeps 2)" in repr(cache)
+    with pytest.raises(ValueError, match=r"holds only positions 4 \.\. 5 .* n must be at least 6"):
+        cache.crop(5)
+    cache.crop(6)  # nothing dropped that position 6 needs
+    cache.reset()
+    assert len(cache) == 0 and "held" not in repr(cache)
+
+
+def test_a_padding_mask_over_every_position_is_cut_to_what_the_window_cache_holds():
+    m = today_model(window=3)
+    x = torch.randn(2, 6, 24, dtype=torch.float64)
+    visible = torch.ones(2, 6, dtype=torch.bool)
+    visible[1, :2] = False  # row 1: two positions of left padding
+    whole = m(x, is_causal=True, attn_mask=visible[:, None, None, :])
+    cache = KVCache()
+    m(x[:, :4], is_causal=True, cache=cache, attn_mask=visible[:, None, None, :4])
+    for i in (4, 5):  # the mask covers all positions so far; the cache holds 2 of them
+        out = m(
+            x[:, i : i + 1], is_causal=True, cache=cache, attn_mask=visible[:, None, None, : i + 1]
+        )
+        assert_close(out[:, 0], whole[:, i])
+
+
+def test_scale_and_head_size_options_are_what_the_scores_use():
+    torch.manual_seed(0)
+    m = MHA(10, 4, head_size=3, scale=0.25, fast=False).double()
+    assert m.W_q.weight.shape == (12, 10) and m.W_o.weight.shape == (10, 12)
+    x = torch.randn(2, 5, 10, dtype=torch.float64)
+    out, weights = m(x, need_weights=True)
+    q = m.W_q(x).view(2, 5, 4, 3).transpose(1, 2)
+    k = m.W_k(x).view(2, 5, 4, 3).transpose(1, 2)
+    assert_close(weights, torch.softmax(q @ k.transpose(-2, -1) * 0.25, dim=-1))
+    m.fast = True
+    assert_close(m(x), out)
+
+
+def test_rmsnorm_is_computed_in_float32_as_qwen3_does():
+    norm = RMSNorm(4, eps=1e-6).double()
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([1.0, 2.0, 0.5, -1.0]))
+    x = torch.randn(3, 4, dtype=torch.float64)
+    wide = x.float()
+    expected = norm.weight * (wide / (wide.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt()).double()
+    assert_close(norm(x), expected, dtype=torch.float32)
+    assert norm(x).dtype == torch.float64
+
+
+def test_bias_names_the_projections_that_have_one():
+    m = MHA(20, 4, bias=("W_q", "W_k", "W_v"))
+    assert [n for n in ("W_q", "W_k", "W_v", "W_o") if getattr(m, n).bias is not None] == [
+        "W_q",
+        "W_k",
+        "W_v",
+    ]
+    # The default loads a pure checkpoint unchanged: no new parameter, no new buffer saved
+    assert set(MHA(20, 4).state_dict()) == set(
+        MHA(20, 4, rope=RotaryEmbedding(4), window=3).state_dict()
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        (dict(bias=("W_q", "W_x")), ValueError, "bias names projections among"),
+        (dict(scale=0.0), ValueError, "scale must be positive, got 0.0"),
+        (dict(scale="1"), TypeError, "scale must be a float, got str ('1')"),
+        (dict(norm_eps=-1.0), ValueError, "norm_eps must be positive, got -1.0"),
+        (dict(window=0), ValueError, "window must be a positive int, got 0"),
+        (
+            dict(rope=RotaryEmbedding(8)),
+            ValueError,
+            "rope.rotary_dims (8) must be at most head_size (5)",
+        ),
+        (
+            dict(rope=torch.nn.Identity()),
+            TypeError,
+            "rope must be a mha.rope.RotaryEmbedding, got Identity",
+        ),
+        (dict(head_size=0), ValueError, "head_size must be a positive int, got 0"),
+    ],
+)
+def test_each_option_refuses_a_bad_value_by_name(options, error, message):
+    with pytest.raises(error) as e:
+        MHA(20, 4, **options)
+    assert message in str(e.value)
+    assert raised_in_mha(e)
+
+
+def test_forward_refuses_what_the_options_cannot_mean():
+    m = MHA(20, 4, rope=RotaryEmbedding(4))
+    x = torch.randn(2, 3, 20)
+    with pytest.raises(ValueError, match=r"rope.*context= .cross-attention. has no such positions"):
+        m(x, torch.randn(2, 5, 20))
+    with pytest.raises(TypeError, match=r"positions must be an integer tensor, got torch\.float32"):
+        m(x, positions=torch.zeros(3))
+    with pytest.raises(ValueError, match=r"positions must be \[q_len\] = \[3\] or .* got \[2, 4\]"):
+        m(x, positions=torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="positions are what rope rotates by"):
+        MHA(20, 4)(x, positions=torch.arange(3))
+    with pytest.raises(ValueError, match=r"sliding window \(window=2\).*pass is_causal=True"):
+        MHA(20, 4, window=2)(x)
+    with pytest.raises(ValueError, match="rotary_dims must be a positive even number, got 3"):
+        RotaryEmbedding(3)
+    with pytest.raises(ValueError, match="a llama3 scaling needs"):
+        RotaryEmbedding(4, scaling={"rope_type": "llama3", "factor": 8.0})
+    with pytest.raises(ValueError, match="got unknown keys \\['beta'\\]"):
+        RotaryEmbedding(
+            4,
+            scaling={
+                "rope_type": "yarn",
+                "factor": 2.0,
+                "original_max_position_embeddings": 8,
+                "beta": 1,
+            },
+        )
