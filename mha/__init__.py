@@ -11,11 +11,13 @@
   embeddings, a sliding window), proven equal to transformers' own.
 - [`mha.rope`][mha.rope] -- rotary position embeddings: both layouts, partial rotation, the
   llama3 and YaRN scalings.
+- [`mha.mla`][mha.mla] -- DeepSeek-V2/V3's multi-head latent attention: a cache of latents,
+  decoding expanded or with the up-projections absorbed, proven equal to transformers' own.
 - [`mha.decoder`][mha.decoder] -- a decoder-only language model on the full version, and batched
   generation and beam search with its cache.
 - [`mha.checks`][mha.checks] -- the argument checks they share.
 
-``import mha`` imports these seven; ``mha.trace`` and ``mha.bench`` are imported by name:
+``import mha`` imports these eight; ``mha.trace`` and ``mha.bench`` are imported by name:
 
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
@@ -24,8 +26,8 @@
 """
 
 # ``import mha`` then ``mha.full``: the public modules are attributes of the package.
-from mha import annotated, checks, decoder, full, interop, pure, rope
+from mha import annotated, checks, decoder, full, interop, mla, pure, rope
 
-__all__ = ["annotated", "checks", "decoder", "full", "interop", "pure", "rope"]
+__all__ = ["annotated", "checks", "decoder", "full", "interop", "mla", "pure", "rope"]
 
 __version__ = "0.1.0"

@@ -82,6 +82,7 @@ import torch
 import torch.nn as nn
 
 import mha.full
+import mha.mla
 import mha.pure
 from mha.rope import SCALINGS, RotaryEmbedding
 
@@ -355,11 +356,17 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
 
 # transformers' attention classes from_hf converts (transformers is never imported by mha: a
 # module is recognised by its class name, and read through its config and attributes).
-HF_CLASSES = ("LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention")
+HF_CLASSES = (
+    "LlamaAttention",
+    "MistralAttention",
+    "Qwen2Attention",
+    "Qwen3Attention",
+    "DeepseekV3Attention",
+)
 _HF_PROJECTIONS = {"W_q": "q_proj", "W_k": "k_proj", "W_v": "v_proj", "W_o": "o_proj"}
 
 
-def from_hf(module: nn.Module) -> mha.full.MHA:
+def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     """Build an [`mha.full.MHA`][mha.full.MHA] equal to a transformers attention module.
 
     Llama, Mistral, Qwen2 and Qwen3 attention differ in a few switches, each an option of
@@ -413,6 +420,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA:
     if name not in HF_CLASSES:
         raise TypeError(f"from_hf converts transformers' {', '.join(HF_CLASSES)}; got {name}")
     config = module.config
+    if name == "DeepseekV3Attention":
+        return _mla_from_hf(module)
     head_size = module.head_dim
     biased = tuple(
         ours for ours, theirs in _HF_PROJECTIONS.items() if getattr(module, theirs).bias is not None
@@ -468,3 +477,42 @@ def _rope_from_hf(config: object, head_size: int, *, interleaved: bool = False) 
         interleaved=interleaved,
         scaling=None if kind == "default" else scaling,
     )
+
+
+# DeepSeek's attention: its module names -> ours (q_proj without a query bottleneck).
+_HF_MLA = {
+    "q_proj": "W_q",
+    "q_a_proj": "W_dq",
+    "q_a_layernorm": "q_norm",
+    "q_b_proj": "W_uq",
+    "kv_a_proj_with_mqa": "W_dkv",
+    "kv_a_layernorm": "kv_norm",
+    "kv_b_proj": "W_ukv",
+    "o_proj": "W_o",
+}
+
+
+def _mla_from_hf(module: nn.Module) -> mha.mla.MLA:
+    """``DeepseekV3Attention`` as an [`mha.mla.MLA`][mha.mla.MLA], the weights copied exactly."""
+    config = module.config
+    weight = module.kv_a_proj_with_mqa.weight
+    m = mha.mla.MLA(
+        config.hidden_size,
+        config.num_attention_heads,
+        q_lora_rank=config.q_lora_rank,
+        kv_lora_rank=config.kv_lora_rank,
+        qk_nope_head_dim=config.qk_nope_head_dim,
+        qk_rope_head_dim=config.qk_rope_head_dim,
+        v_head_dim=config.v_head_dim,
+        rope=_rope_from_hf(config, config.qk_rope_head_dim, interleaved=config.rope_interleave),
+        scale=float(module.scaling),
+        bias=module.kv_a_proj_with_mqa.bias is not None,
+        norm_eps=float(module.kv_a_layernorm.variance_epsilon),
+    ).to(device=weight.device, dtype=weight.dtype)
+    theirs = {k: v for k, v in module.state_dict().items()}
+    ours = {}
+    for key, value in theirs.items():
+        part, _, leaf = key.rpartition(".")
+        ours[f"{_HF_MLA[part]}.{leaf}"] = value
+    m.load_state_dict(ours, strict=True)
+    return m.train(module.training)

@@ -12,9 +12,11 @@ from mha.trace import assignments
 from mha_site import shape_sheet
 
 
-def test_every_commented_tensor_has_a_row_but_the_fast_path_and_float_masks():
-    """The sheet's calls take the math path with boolean masks: the rows left out are exactly the
-    lines of the fast path (``_attend_fast``) and of a float mask."""
+def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_todays_options():
+    """The sheet's calls take the math path with boolean masks and the 2017 layer's options: the
+    rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
+    of today's options (q/k norm, rotary embeddings, a sliding window's cache, a given scale),
+    which their own chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
     lines = source.splitlines()
@@ -25,10 +27,17 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_and_float_masks():
     )
     assert left_out == [
         "_float_mask_as(attn_mask, q.dtype)",
+        "attn_mask[..., -k.size(2) :]",
         'mask != float("-inf")',
         "qk + mask",
         "self._attend_fast(q, k, v, attn_mask, is_causal)",
         "self._mask(attn_mask, is_causal, q, k)",
+        "self.k_norm(k)",
+        "self.q_norm(q)",
+        "self.rope.rotate(k, *turns)",
+        "self.rope.rotate(q, *turns)",
+        "torch.arange(held, held + x.size(1), device=x.device)",
+        "torch.matmul(q.to(dtype), k.transpose(-2, -1)) * self.scale",
     ], left_out
     assert shown < commented
     assert all(len(row.shapes) == len(shape_sheet.CALLS) for row in shape_sheet.rows())

@@ -278,3 +278,60 @@ def test_forward_refuses_what_the_options_cannot_mean():
                 "beta": 1,
             },
         )
+
+
+# ---- MLA on its own terms -----------------------------------------------------------------------
+
+
+def test_mla_caches_kv_lora_rank_plus_rope_dims_per_position_whatever_the_heads():
+    from mha.mla import MLA, LatentCache
+
+    torch.manual_seed(0)
+    m = MLA(32, 8, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=2, v_head_dim=4).eval()
+    cache = LatentCache()
+    with torch.no_grad():
+        m(torch.randn(3, 10, 32), is_causal=True, cache=cache)
+    held = cache.latent.numel() + cache.rope_keys.numel()
+    assert held == 3 * 10 * (6 + 2)
+    # The same heads as plain attention would cache 2 * heads * head_size per position
+    plain = KVCache()
+    with torch.no_grad():
+        MHA(32, 8)(torch.randn(3, 10, 32), is_causal=True, cache=plain)
+    assert plain.keys.numel() + plain.values.numel() == 3 * 10 * 2 * 8 * 4
+
+
+def test_mla_absorbed_equals_expanded_with_a_padding_mask_and_crop():
+    from mha.mla import MLA, LatentCache
+
+    torch.manual_seed(1)
+    m = MLA(
+        24, 4, q_lora_rank=10, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5
+    ).double()
+    x = torch.randn(2, 7, 24, dtype=torch.float64)
+    visible = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    visible[1, ..., :3] = False
+    expanded = m(x, is_causal=True, attn_mask=visible)
+    absorbed = m(x, is_causal=True, attn_mask=visible, absorb=True)
+    assert_close(absorbed, expanded)
+    cache = LatentCache()
+    m(x[:, :5], is_causal=True, cache=cache, attn_mask=visible[..., :5])
+    cache.crop(4)
+    again = m(x[:, 4:], is_causal=True, cache=cache, attn_mask=visible, absorb=True)
+    assert_close(again, expanded[:, 4:])
+
+
+def test_mla_refuses_bad_arguments_by_name():
+    from mha.mla import MLA, LatentCache
+
+    sizes = dict(kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)
+    with pytest.raises(ValueError, match="kv_lora_rank must be a positive int, got 0"):
+        MLA(24, 4, **{**sizes, "kv_lora_rank": 0})
+    with pytest.raises(
+        ValueError, match=r"rope must be a RotaryEmbedding of qk_rope_head_dim \(4\)"
+    ):
+        MLA(24, 4, rope=RotaryEmbedding(6), **sizes)
+    m = MLA(24, 4, **sizes)
+    with pytest.raises(TypeError, match=r"cache must be a mha\.mla\.LatentCache, got KVCache"):
+        m(torch.randn(1, 2, 24), cache=KVCache())
+    with pytest.raises(ValueError, match="n must be at most len"):
+        LatentCache().crop(1)

@@ -438,3 +438,132 @@ def test_a_rope_type_mha_does_not_implement_is_refused_by_name(rope_type):
     )
     with pytest.raises(ValueError, match=f"rope_type is '{rope_type}'"):
         from_hf(LlamaAttention(config, layer_idx=0))
+
+
+# ---- DeepSeek-V3: multi-head latent attention ---------------------------------------------------
+
+mla_configurations = st.fixed_dictionaries(
+    {
+        "heads": st.sampled_from([1, 2, 4]),
+        "q_lora_rank": st.sampled_from([None, 12]),
+        "kv_lora_rank": st.sampled_from([4, 8]),
+        "nope": st.sampled_from([2, 6]),
+        "rope_dims": st.sampled_from([2, 4]),
+        "v_dims": st.sampled_from([3, 5]),
+        "rope": st.sampled_from(["default", "yarn"]),
+        "interleave": st.booleans(),
+        "batch_size": st.integers(1, 3),
+        "prefill": st.integers(1, 7),
+        "steps": st.integers(1, 4),
+        "dtype": st.sampled_from([torch.float32, torch.float64]),
+        "seed": seeds,
+    }
+)
+# DeepSeek-V3's YaRN: a context stretched 40 times, mscale and mscale_all_dim as in its config
+DEEPSEEK_YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 40.0,
+    "original_max_position_embeddings": 16,
+    "mscale": 0.707,
+    "mscale_all_dim": 1.0,
+    "beta_fast": 32,
+    "beta_slow": 1,
+}
+
+
+def build_deepseek(c: dict):
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+        DeepseekV3Attention,
+        DeepseekV3RotaryEmbedding,
+    )
+
+    rope = ROPES["default"] if c["rope"] == "default" else DEEPSEEK_YARN
+    config = DeepseekV3Config(
+        hidden_size=24,
+        num_attention_heads=c["heads"],
+        num_key_value_heads=c["heads"],
+        q_lora_rank=c["q_lora_rank"],
+        kv_lora_rank=c["kv_lora_rank"],
+        qk_nope_head_dim=c["nope"],
+        qk_rope_head_dim=c["rope_dims"],
+        v_head_dim=c["v_dims"],
+        rope_parameters=dict(rope),
+        rope_interleave=c["interleave"],
+        max_position_embeddings=640,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        attention_bias=c["q_lora_rank"] is None,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(c["seed"])
+    module = DeepseekV3Attention(config, layer_idx=0).to(c["dtype"]).eval()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0.0, 0.3)
+    return module, config, DeepseekV3RotaryEmbedding(config)
+
+
+@given(c=mla_configurations)
+def test_mla_prefill_and_decoding_expanded_and_absorbed_equal_deepseek_v3(c):
+    from mha.mla import MLA, LatentCache
+
+    module, config, rotary = build_deepseek(c)
+    m = from_hf(module)
+    assert isinstance(m, MLA)
+    dtype, b = c["dtype"], c["batch_size"]
+    theirs, expanded, absorbed = DynamicCache(config=config), LatentCache(), LatentCache()
+    x = torch.randn(b, c["prefill"], 24, dtype=dtype)
+    positions = torch.arange(c["prefill"]).expand(b, -1)
+    mask = additive_mask(positions, positions, None, dtype)
+    expected = hf_call(module, rotary, x, positions, mask, theirs)
+    with torch.no_grad():
+        assert_close(m(x, is_causal=True, cache=expanded), expected, msg="prefill")
+        assert_close(m(x, is_causal=True, cache=absorbed, absorb=True), expected, msg="absorbed")
+    for step in range(c["prefill"], c["prefill"] + c["steps"]):
+        x = torch.randn(b, 1, 24, dtype=dtype)
+        expected = hf_call(module, rotary, x, torch.full((b, 1), step), None, theirs)
+        with torch.no_grad():
+            assert_close(m(x, is_causal=True, cache=expanded), expected, msg=f"step {step}")
+            got = m(x, is_causal=True, cache=absorbed, absorb=True)
+        assert_close(got, expected, msg=f"absorbed step {step}")
+    # What each caches: transformers' latent [B, 1, L, kv_lora_rank] is ours [B, L, kv_lora_rank]
+    assert_close(absorbed.latent, theirs.layers[0].keys[:, 0])
+    assert absorbed.rope_keys.shape == (b, len(absorbed), c["rope_dims"])
+
+
+def test_a_compiled_absorbed_decode_step_with_fullgraph_equals_deepseek_v3():
+    from mha.mla import LatentCache
+
+    c = dict(
+        heads=4,
+        q_lora_rank=12,
+        kv_lora_rank=8,
+        nope=6,
+        rope_dims=4,
+        v_dims=5,
+        rope="yarn",
+        interleave=True,
+        dtype=torch.float32,
+        seed=7,
+    )
+    module, config, rotary = build_deepseek(c)
+    m = from_hf(module)
+    theirs, ours = DynamicCache(config=config), LatentCache()
+    step = torch.compile(
+        lambda x, cache: m(x, is_causal=True, cache=cache, absorb=True),
+        fullgraph=True,
+        backend="aot_eager",
+        dynamic=True,
+    )
+    x = torch.randn(1, 3, 24)
+    positions = torch.arange(3)[None]
+    with torch.no_grad():
+        mask = additive_mask(positions, positions, None, x.dtype)
+        hf_call(module, rotary, x, positions, mask, theirs)
+        m(x, is_causal=True, cache=ours)
+        for position in range(3, 7):
+            x = torch.randn(1, 1, 24)
+            expected = hf_call(module, rotary, x, torch.tensor([[position]]), None, theirs)
+            assert_close(step(x, ours), expected, msg=f"position {position}")
