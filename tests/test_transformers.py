@@ -48,6 +48,17 @@ from mha.rope import RotaryEmbedding  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
+
+def assert_matches(actual: torch.Tensor, expected: torch.Tensor, msg: str | None = None) -> None:
+    """Equal to transformers' output: float64 at ``support.TOLERANCE`` (1e-12; measured 1.3e-15),
+    float32 at the contract's 1e-5: transformers sums in another order (grouped heads repeated,
+    the norms on another layout), measured up to 2.6e-6 on outputs of size 0.03 to 3."""
+    if expected.dtype == torch.float64:
+        assert_close(actual, expected, msg=msg)
+    else:
+        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5, msg=msg)
+
+
 FAMILIES = {
     "llama": (LlamaConfig, LlamaAttention),
     "mistral": (MistralConfig, MistralAttention),
@@ -192,8 +203,8 @@ def test_prefill_then_decoding_equals_transformers_with_its_own_cache(c):
     )
     with torch.no_grad():
         # Without a cache, and with one: the same output
-        assert_close(m(x, is_causal=True), expected, msg="prefill without a cache")
-        assert_close(m(x, is_causal=True, cache=ours), expected, msg="prefill into the cache")
+        assert_matches(m(x, is_causal=True), expected, msg="prefill without a cache")
+        assert_matches(m(x, is_causal=True, cache=ours), expected, msg="prefill into the cache")
     for step in range(c["prefill"], c["prefill"] + c["steps"]):
         x = torch.randn(b, 1, 24, dtype=dtype)
         position = torch.full((b, 1), step)
@@ -203,7 +214,7 @@ def test_prefill_then_decoding_equals_transformers_with_its_own_cache(c):
         expected = hf_call(module, rotary, x, position, mask, theirs)
         with torch.no_grad():
             got = m(x, is_causal=True, cache=ours)
-        assert_close(got, expected, msg=f"decoding position {step}")
+        assert_matches(got, expected, msg=f"decoding position {step}")
         assert len(ours) == step + 1
         # The cache holds what transformers' holds: the window's latest, or everything
         assert ours.keys.size(2) == theirs.layers[0].keys.size(2)
@@ -229,7 +240,7 @@ def test_float32_equals_transformers_eager_path_within_the_contract():
         mask = additive_mask(positions, positions, window_of(module), torch.float32)
         expected = hf_call(module, rotary, x, positions, mask)
         with torch.no_grad():
-            torch.testing.assert_close(m(x, is_causal=True), expected, atol=1e-5, rtol=1e-5)
+            assert_matches(m(x, is_causal=True), expected)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -349,10 +360,10 @@ def test_left_padded_batch_with_explicit_positions_equals_each_row_alone():
     expected = hf_call(module, rotary, x, positions, mask, theirs)
     got = m(x, is_causal=True, cache=ours, positions=positions, attn_mask=visible[:, None, None, :])
     real = visible[:, :, None].expand_as(got)
-    assert_close(got[real], expected[real])
+    assert_matches(got[real], expected[real])
     # The short row alone, unpadded: the same numbers at its real positions
     alone = m(x[1:, 3:], is_causal=True)
-    assert_close(got[1, 3:], alone[0])
+    assert_matches(got[1, 3:], alone[0])
     for step in range(2):
         x = torch.randn(2, 1, 24, dtype=torch.float64)
         position = (lengths + step)[:, None]
@@ -363,7 +374,7 @@ def test_left_padded_batch_with_explicit_positions_equals_each_row_alone():
         got = m(
             x, is_causal=True, cache=ours, positions=position, attn_mask=visible[:, None, None, :]
         )
-        assert_close(got, expected, msg=f"step {step}")
+        assert_matches(got, expected, msg=f"step {step}")
 
 
 def test_bf16_autocast_agrees_with_transformers_under_autocast():
@@ -415,7 +426,7 @@ def test_a_compiled_decode_step_with_fullgraph_equals_transformers():
             keys = torch.arange(position - held, position + 1)[None]
             mask = additive_mask(torch.tensor([[position]]), keys, 4, x.dtype)
             expected = hf_call(module, rotary, x, torch.tensor([[position]]), mask, theirs)
-            assert_close(compiled(x, ours), expected, msg=f"position {position}")
+            assert_matches(compiled(x, ours), expected, msg=f"position {position}")
 
 
 def test_another_class_is_refused_with_its_name():
@@ -519,17 +530,17 @@ def test_mla_prefill_and_decoding_expanded_and_absorbed_equal_deepseek_v3(c):
     mask = additive_mask(positions, positions, None, dtype)
     expected = hf_call(module, rotary, x, positions, mask, theirs)
     with torch.no_grad():
-        assert_close(m(x, is_causal=True, cache=expanded), expected, msg="prefill")
-        assert_close(m(x, is_causal=True, cache=absorbed, absorb=True), expected, msg="absorbed")
+        assert_matches(m(x, is_causal=True, cache=expanded), expected, msg="prefill")
+        assert_matches(m(x, is_causal=True, cache=absorbed, absorb=True), expected, msg="absorbed")
     for step in range(c["prefill"], c["prefill"] + c["steps"]):
         x = torch.randn(b, 1, 24, dtype=dtype)
         expected = hf_call(module, rotary, x, torch.full((b, 1), step), None, theirs)
         with torch.no_grad():
-            assert_close(m(x, is_causal=True, cache=expanded), expected, msg=f"step {step}")
+            assert_matches(m(x, is_causal=True, cache=expanded), expected, msg=f"step {step}")
             got = m(x, is_causal=True, cache=absorbed, absorb=True)
-        assert_close(got, expected, msg=f"absorbed step {step}")
+        assert_matches(got, expected, msg=f"absorbed step {step}")
     # What each caches: transformers' latent [B, 1, L, kv_lora_rank] is ours [B, L, kv_lora_rank]
-    assert_close(absorbed.latent, theirs.layers[0].keys[:, 0])
+    assert_matches(absorbed.latent, theirs.layers[0].keys[:, 0])
     assert absorbed.rope_keys.shape == (b, len(absorbed), c["rope_dims"])
 
 
@@ -566,4 +577,4 @@ def test_a_compiled_absorbed_decode_step_with_fullgraph_equals_deepseek_v3():
         for position in range(3, 7):
             x = torch.randn(1, 1, 24)
             expected = hf_call(module, rotary, x, torch.tensor([[position]]), None, theirs)
-            assert_close(step(x, ours), expected, msg=f"position {position}")
+            assert_matches(step(x, ours), expected, msg=f"position {position}")
