@@ -74,6 +74,17 @@ def check_sizes(
         )
 
 
+def _check_integer_tensor(name: str, value: object, shape: str | None = None) -> None:
+    """``value`` is an integer tensor (a boolean one is not); ``shape`` is said in the message."""
+    integer = isinstance(value, Tensor) and not (
+        value.dtype == torch.bool or value.is_floating_point() or value.is_complex()
+    )
+    if not integer:
+        got = value.dtype if isinstance(value, Tensor) else type(value).__name__
+        said = "" if shape is None else f" of shape {shape}"
+        raise TypeError(f"{name} must be an integer tensor{said}, got {got}")
+
+
 # The floating dtypes autocast casts to its lower precision (float64 it leaves alone).
 _AUTOCAST_CASTS = (torch.float32, torch.float16, torch.bfloat16)
 

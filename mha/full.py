@@ -39,7 +39,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha.checks import check_input, check_sizes
+from mha.checks import _check_integer_tensor, check_input, check_sizes
 from mha.rope import RotaryEmbedding
 
 __all__ = ["MHA", "KVCache", "ModelCache", "RMSNorm", "causal_mask", "padding_mask"]
@@ -83,14 +83,9 @@ def _biased(bias: object) -> set[str]:
     return set(bias)
 
 
-def _check_integer_tensor(name: str, value: object, shape: str) -> None:
+def _check_vector(name: str, value: object, shape: str) -> None:
     """``value`` is a 1-D integer tensor (a boolean one is not)."""
-    integer = isinstance(value, Tensor) and not (
-        value.dtype == torch.bool or value.is_floating_point() or value.is_complex()
-    )
-    if not integer:
-        got = value.dtype if isinstance(value, Tensor) else type(value).__name__
-        raise TypeError(f"{name} must be an integer tensor of shape {shape}, got {got}")
+    _check_integer_tensor(name, value, shape)
     if value.dim() != 1:
         raise ValueError(f"{name} must be 1-D {shape}, got shape {list(value.shape)}")
 
@@ -230,7 +225,7 @@ def padding_mask(lengths: Tensor, k_len: int, *, left: bool = False) -> Tensor:
     """
     _check_length("k_len", k_len)
     _check_flag("left", left)
-    _check_integer_tensor("lengths", lengths, "[batch_size]")
+    _check_vector("lengths", lengths, "[batch_size]")
     _check_range("lengths", lengths, k_len, "k_len")
     positions = torch.arange(k_len, device=lengths.device)  # [k_len]
     if left:
@@ -514,7 +509,7 @@ class KVCache:
                 ValueError: ``index`` 不是一维的，与缓存不在同一设备上，或者（在 CPU 上）有一行
                     超出 ``0 .. batch_size - 1``。
         """
-        _check_integer_tensor("index", index, "[new_batch_size]")
+        _check_vector("index", index, "[new_batch_size]")
         if self._keys is None:
             return
         if index.device != self._keys.device:
@@ -1234,11 +1229,7 @@ class MHA(nn.Module):
         if not is_causal:
             return attn_mask
         causal = causal_mask(q_len, k_len, device=q.device, window=self.window)  # [q_len, k_len]
-        if attn_mask is None:
-            return causal
-        if attn_mask.dtype == torch.bool:
-            return attn_mask & causal
-        return attn_mask.masked_fill(~causal, float("-inf"))
+        return _and_causal(attn_mask, causal)
 
     def _check_options(
         self, context: Tensor | None, is_causal: bool, positions: Tensor | None, x: Tensor
@@ -1289,12 +1280,7 @@ class MHA(nn.Module):
 
 
 def _check_positions(positions: object, x: Tensor) -> None:
-    integer = isinstance(positions, Tensor) and not (
-        positions.dtype == torch.bool or positions.is_floating_point() or positions.is_complex()
-    )
-    if not integer:
-        got = positions.dtype if isinstance(positions, Tensor) else type(positions).__name__
-        raise TypeError(f"positions must be an integer tensor, got {got}")
+    _check_integer_tensor("positions", positions)
     if positions.shape not in ((x.size(1),), (x.size(0), x.size(1))):
         raise ValueError(
             f"positions must be [q_len] = [{x.size(1)}] or [batch_size, q_len] = "
@@ -1327,6 +1313,15 @@ def _check_mask(mask: object, target: tuple[int, int, int, int], device: torch.d
             f"attn_mask of shape {list(mask.shape)} must broadcast to "
             f"[batch_size, heads_num, q_len, k_len] = {list(target)}"
         )
+
+
+def _and_causal(attn_mask: Tensor | None, causal: Tensor) -> Tensor:
+    """A query sees a key when both ``attn_mask`` (boolean, or float: added) and ``causal`` let it."""
+    if attn_mask is None:
+        return causal
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & causal
+    return attn_mask.masked_fill(~causal, float("-inf"))
 
 
 def _float_mask_as(mask: Tensor, dtype: torch.dtype) -> Tensor:

@@ -363,7 +363,37 @@ HF_CLASSES = (
     "Qwen3Attention",
     "DeepseekV3Attention",
 )
-_HF_PROJECTIONS = {"W_q": "q_proj", "W_k": "k_proj", "W_v": "v_proj", "W_o": "o_proj"}
+# transformers' submodule names -> ours: Llama's family, then DeepSeek's attention (q_proj without
+# a query bottleneck).
+_HF_NAMES = {
+    "q_proj": "W_q",
+    "k_proj": "W_k",
+    "v_proj": "W_v",
+    "o_proj": "W_o",
+    "q_norm": "q_norm",
+    "k_norm": "k_norm",
+}
+_HF_MLA_NAMES = {
+    "q_proj": "W_q",
+    "q_a_proj": "W_dq",
+    "q_a_layernorm": "q_norm",
+    "q_b_proj": "W_uq",
+    "kv_a_proj_with_mqa": "W_dkv",
+    "kv_a_layernorm": "kv_norm",
+    "kv_b_proj": "W_ukv",
+    "o_proj": "W_o",
+}
+
+
+def _load_renamed(m: nn.Module, module: nn.Module, names: dict[str, str]) -> nn.Module:
+    """``m`` with ``module``'s parameters copied exactly, each renamed by ``names``; strict, so a
+    parameter left over on either side is an error, not a silent default."""
+    renamed = {}
+    for key, value in module.state_dict().items():
+        part, _, leaf = key.rpartition(".")
+        renamed[f"{names[part]}.{leaf}"] = value
+    m.load_state_dict(renamed, strict=True)
+    return m.train(module.training)
 
 
 def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
@@ -424,7 +454,9 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         return _mla_from_hf(module)
     head_size = module.head_dim
     biased = tuple(
-        ours for ours, theirs in _HF_PROJECTIONS.items() if getattr(module, theirs).bias is not None
+        ours
+        for theirs, ours in _HF_NAMES.items()
+        if theirs.endswith("proj") and getattr(module, theirs).bias is not None
     )
     norm = getattr(module, "q_norm", None)
     window = getattr(module, "sliding_window", None)
@@ -444,15 +476,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         rope=_rope_from_hf(config, head_size),
         window=window,
     ).to(device=weight.device, dtype=weight.dtype)
-    with torch.no_grad():
-        for ours, theirs in _HF_PROJECTIONS.items():
-            getattr(m, ours).weight.copy_(getattr(module, theirs).weight)
-            if ours in biased:
-                getattr(m, ours).bias.copy_(getattr(module, theirs).bias)
-        if norm is not None:
-            m.q_norm.weight.copy_(module.q_norm.weight)
-            m.k_norm.weight.copy_(module.k_norm.weight)
-    return m.train(module.training)
+    return _load_renamed(m, module, _HF_NAMES)
 
 
 def _rope_from_hf(config: object, head_size: int, *, interleaved: bool = False) -> RotaryEmbedding:
@@ -479,19 +503,6 @@ def _rope_from_hf(config: object, head_size: int, *, interleaved: bool = False) 
     )
 
 
-# DeepSeek's attention: its module names -> ours (q_proj without a query bottleneck).
-_HF_MLA = {
-    "q_proj": "W_q",
-    "q_a_proj": "W_dq",
-    "q_a_layernorm": "q_norm",
-    "q_b_proj": "W_uq",
-    "kv_a_proj_with_mqa": "W_dkv",
-    "kv_a_layernorm": "kv_norm",
-    "kv_b_proj": "W_ukv",
-    "o_proj": "W_o",
-}
-
-
 def _mla_from_hf(module: nn.Module) -> mha.mla.MLA:
     """``DeepseekV3Attention`` as an [`mha.mla.MLA`][mha.mla.MLA], the weights copied exactly."""
     config = module.config
@@ -509,10 +520,4 @@ def _mla_from_hf(module: nn.Module) -> mha.mla.MLA:
         bias=module.kv_a_proj_with_mqa.bias is not None,
         norm_eps=float(module.kv_a_layernorm.variance_epsilon),
     ).to(device=weight.device, dtype=weight.dtype)
-    theirs = {k: v for k, v in module.state_dict().items()}
-    ours = {}
-    for key, value in theirs.items():
-        part, _, leaf = key.rpartition(".")
-        ours[f"{_HF_MLA[part]}.{leaf}"] = value
-    m.load_state_dict(ours, strict=True)
-    return m.train(module.training)
+    return _load_renamed(m, module, _HF_MLA_NAMES)

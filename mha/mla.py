@@ -37,6 +37,7 @@ from torch import Tensor
 from mha.checks import check_input
 from mha.full import (
     RMSNorm,
+    _and_causal,
     _check_flag,
     _check_length,
     _check_mask,
@@ -427,9 +428,4 @@ class MLA(nn.Module):
             attn_mask = _float_mask_as(attn_mask, x.dtype)
         if not is_causal:
             return attn_mask
-        causal = causal_mask(q_len, k_len, device=x.device)
-        if attn_mask is None:
-            return causal
-        if attn_mask.dtype == torch.bool:
-            return attn_mask & causal
-        return attn_mask.masked_fill(~causal, float("-inf"))
+        return _and_causal(attn_mask, causal_mask(q_len, k_len, device=x.device))

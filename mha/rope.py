@@ -40,6 +40,8 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+from mha.checks import _check_integer_tensor
+
 __all__ = ["RotaryEmbedding", "frequencies"]
 
 # The keys each scaling takes (the names of the models' config.json, "rope_scaling" or
@@ -301,13 +303,7 @@ class RotaryEmbedding(nn.Module):
                 TypeError: ``positions`` 不是整数张量。
                 ValueError: ``positions`` 不是一维或二维的。
         """
-        if (
-            not isinstance(positions, Tensor)
-            or positions.is_floating_point()
-            or positions.is_complex()
-        ):
-            got = positions.dtype if isinstance(positions, Tensor) else type(positions).__name__
-            raise TypeError(f"positions must be an integer tensor, got {got}")
+        _check_integer_tensor("positions", positions)
         if positions.dim() not in (1, 2):
             raise ValueError(
                 "positions must be [q_len] or [batch_size, q_len], got shape "

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from support import assert_close, raised_in_mha, seeds
 
 from mha.full import MHA, KVCache, RMSNorm, causal_mask
+from mha.mla import MLA, LatentCache
 from mha.rope import RotaryEmbedding, frequencies
 
 
@@ -284,8 +285,6 @@ def test_forward_refuses_what_the_options_cannot_mean():
 
 
 def test_mla_caches_kv_lora_rank_plus_rope_dims_per_position_whatever_the_heads():
-    from mha.mla import MLA, LatentCache
-
     torch.manual_seed(0)
     m = MLA(32, 8, kv_lora_rank=6, qk_nope_head_dim=4, qk_rope_head_dim=2, v_head_dim=4).eval()
     cache = LatentCache()
@@ -301,8 +300,6 @@ def test_mla_caches_kv_lora_rank_plus_rope_dims_per_position_whatever_the_heads(
 
 
 def test_mla_absorbed_equals_expanded_with_a_padding_mask_and_crop():
-    from mha.mla import MLA, LatentCache
-
     torch.manual_seed(1)
     m = MLA(
         24, 4, q_lora_rank=10, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5
@@ -321,8 +318,6 @@ def test_mla_absorbed_equals_expanded_with_a_padding_mask_and_crop():
 
 
 def test_mla_refuses_bad_arguments_by_name():
-    from mha.mla import MLA, LatentCache
-
     sizes = dict(kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)
     with pytest.raises(ValueError, match="kv_lora_rank must be a positive int, got 0"):
         MLA(24, 4, **{**sizes, "kv_lora_rank": 0})

@@ -44,6 +44,7 @@ from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention  # noqa: E40
 
 from mha.full import MHA, KVCache, padding_mask  # noqa: E402
 from mha.interop import from_hf  # noqa: E402
+from mha.mla import MLA, LatentCache  # noqa: E402
 from mha.rope import RotaryEmbedding  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -85,6 +86,18 @@ ROPES = {
     },
 }
 
+# DeepSeek-V3's YaRN: a context stretched 40 times, mscale and mscale_all_dim as in its config
+DEEPSEEK_YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 40.0,
+    "original_max_position_embeddings": 16,
+    "mscale": 0.707,
+    "mscale_all_dim": 1.0,
+    "beta_fast": 32,
+    "beta_slow": 1,
+}
+
 
 def build(
     family: str,
@@ -121,12 +134,19 @@ def build(
         options.update(use_sliding_window=True, sliding_window=window, max_window_layers=0)
     config = config_class(**options)
     config._attn_implementation = implementation
+    module = randomised(attention_class(config, layer_idx=0), dtype, seed)
+    return module, config, LlamaRotaryEmbedding(config)
+
+
+def randomised(module, dtype, seed: int):
+    """``module`` in ``dtype``, evaluation mode, every parameter drawn from ``seed`` (the norms'
+    and biases' too, so none is left at a value that hides a mistake)."""
     torch.manual_seed(seed)
-    module = attention_class(config, layer_idx=0).to(dtype).eval()
+    module = module.to(dtype).eval()
     with torch.no_grad():
         for p in module.parameters():
             p.normal_(0.0, 0.3)
-    return module, config, LlamaRotaryEmbedding(config)
+    return module
 
 
 def window_of(module) -> int | None:
@@ -279,13 +299,17 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert m.rope.scaling["rope_type"] == "llama3" and not m.rope.interleaved
 
 
+# Every rope_parameters drawn above, and DeepSeek-V3's YaRN with its mscale
+ALL_ROPES = {**ROPES, "deepseek-yarn": DEEPSEEK_YARN}
+
+
 @pytest.mark.parametrize(
     ("rope", "partial"),
     # transformers' default rope type ignores partial_rotary_factor in Llama's code
-    [(rope, 1.0) for rope in sorted(ROPES)] + [("llama3", 0.5), ("yarn", 0.5)],
+    [(rope, 1.0) for rope in sorted(ALL_ROPES)] + [("llama3", 0.5), ("yarn", 0.5)],
 )
 def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
-    params = {**ROPES[rope], "partial_rotary_factor": partial}
+    params = {**ALL_ROPES[rope], "partial_rotary_factor": partial}
     config = LlamaConfig(
         hidden_size=64,
         num_attention_heads=2,
@@ -294,10 +318,10 @@ def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
         rope_parameters=params,
     )
     theirs = LlamaRotaryEmbedding(config)
-    scaling = {k: v for k, v in ROPES[rope].items() if k != "rope_theta"}
+    scaling = {k: v for k, v in ALL_ROPES[rope].items() if k != "rope_theta"}
     ours = RotaryEmbedding(
         int(32 * partial),
-        base=ROPES[rope]["rope_theta"],
+        base=ALL_ROPES[rope]["rope_theta"],
         scaling=None if rope == "default" else scaling,
     )
     assert torch.equal(ours.inv_freq, theirs.inv_freq)
@@ -306,32 +330,6 @@ def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
     cos, sin = theirs(torch.zeros(1, dtype=torch.float64), positions)
     assert torch.equal(ours(positions)[0].double(), cos)
     assert torch.equal(ours(positions)[1].double(), sin)
-
-
-def test_yarn_with_mscale_as_deepseek_configures_it_equals_transformers():
-    params = {
-        "rope_type": "yarn",
-        "rope_theta": 10000.0,
-        "factor": 40.0,
-        "original_max_position_embeddings": 16,
-        "mscale": 0.707,
-        "mscale_all_dim": 1.0,
-        "beta_fast": 32,
-        "beta_slow": 1,
-    }
-    config = LlamaConfig(
-        hidden_size=64,
-        num_attention_heads=2,
-        head_dim=32,
-        max_position_embeddings=640,
-        rope_parameters=params,
-    )
-    theirs = LlamaRotaryEmbedding(config)
-    ours = RotaryEmbedding(
-        32, base=10000.0, scaling={k: v for k, v in params.items() if k != "rope_theta"}
-    )
-    assert torch.equal(ours.inv_freq, theirs.inv_freq)
-    assert ours.attention_factor == pytest.approx(theirs.attention_scaling, rel=1e-15)
 
 
 def test_left_padded_batch_with_explicit_positions_equals_each_row_alone():
@@ -470,17 +468,6 @@ mla_configurations = st.fixed_dictionaries(
         "seed": seeds,
     }
 )
-# DeepSeek-V3's YaRN: a context stretched 40 times, mscale and mscale_all_dim as in its config
-DEEPSEEK_YARN = {
-    "rope_type": "yarn",
-    "rope_theta": 10000.0,
-    "factor": 40.0,
-    "original_max_position_embeddings": 16,
-    "mscale": 0.707,
-    "mscale_all_dim": 1.0,
-    "beta_fast": 32,
-    "beta_slow": 1,
-}
 
 
 def build_deepseek(c: dict):
@@ -508,18 +495,12 @@ def build_deepseek(c: dict):
         attention_bias=c["q_lora_rank"] is None,
     )
     config._attn_implementation = "sdpa"
-    torch.manual_seed(c["seed"])
-    module = DeepseekV3Attention(config, layer_idx=0).to(c["dtype"]).eval()
-    with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(0.0, 0.3)
+    module = randomised(DeepseekV3Attention(config, layer_idx=0), c["dtype"], c["seed"])
     return module, config, DeepseekV3RotaryEmbedding(config)
 
 
 @given(c=mla_configurations)
 def test_mla_prefill_and_decoding_expanded_and_absorbed_equal_deepseek_v3(c):
-    from mha.mla import MLA, LatentCache
-
     module, config, rotary = build_deepseek(c)
     m = from_hf(module)
     assert isinstance(m, MLA)
@@ -545,8 +526,6 @@ def test_mla_prefill_and_decoding_expanded_and_absorbed_equal_deepseek_v3(c):
 
 
 def test_a_compiled_absorbed_decode_step_with_fullgraph_equals_deepseek_v3():
-    from mha.mla import LatentCache
-
     c = dict(
         heads=4,
         q_lora_rank=12,
