@@ -594,23 +594,33 @@ class KVCache:
             return False  # a compiled graph holds no inference tensor (use torch.no_grad there)
         return self._keys.is_inference() and not torch.is_inference_mode_enabled()
 
-    def _check(self, keys: Tensor, values: Tensor) -> None:
+    # What a batch of keys and values must keep from one append to the next, as named in errors
+    # (a subclass holding other tensors says its own: mha.mla.LatentCache).
+    _SIZES = "[batch_size, kv_heads, head_size]"
+
+    def _sizes(self, keys: Tensor, values: Tensor) -> tuple[int, ...]:
+        return (keys.size(0), keys.size(1), keys.size(3))
+
+    def _check_pair(self, keys: Tensor, values: Tensor) -> None:
         if values.shape != keys.shape:
             raise ValueError(
                 f"values must have the keys' shape {list(keys.shape)}, got {list(values.shape)}"
             )
+
+    def _check(self, keys: Tensor, values: Tensor) -> None:
+        self._check_pair(keys, values)
         if values.dtype != keys.dtype:
             raise TypeError(f"values must have the keys' dtype {keys.dtype}, got {values.dtype}")
         if values.device != keys.device:
             raise ValueError(f"values must be on the keys' device {keys.device}, got {values.device}")
         if self._keys is None:
             return
-        held = (self._keys.size(0), self._keys.size(1), self._keys.size(3))
-        new = (keys.size(0), keys.size(1), keys.size(3))
+        held = self._sizes(self._keys, self._values)
+        new = self._sizes(keys, values)
         if held != new:
             raise ValueError(
-                f"cache holds [batch_size, kv_heads, head_size] = {list(held)}, this call gives "
-                f"{list(new)}: reset() it, or use a new KVCache, for another batch"
+                f"cache holds {self._SIZES} = {list(held)}, this call gives {list(new)}: "
+                f"reset() it, or use a new {type(self).__name__}, for another batch"
             )
         if keys.dtype != self._keys.dtype:
             raise TypeError(f"cache holds dtype {self._keys.dtype}, this call gives {keys.dtype}")

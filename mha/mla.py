@@ -36,6 +36,7 @@ from torch import Tensor
 
 from mha.checks import check_input
 from mha.full import (
+    KVCache,
     RMSNorm,
     _and_causal,
     _check_flag,
@@ -50,8 +51,16 @@ from mha.rope import RotaryEmbedding
 __all__ = ["MLA", "LatentCache"]
 
 
-class LatentCache:
+class LatentCache(KVCache):
     """What MLA caches: per position one latent and one rotary key part, shared by every head.
+
+    A [`KVCache`][mha.full.KVCache] whose "keys" are the latents and whose "values" are the
+    rotated key parts, each held as one head (``[batch_size, 1, len, ...]``), as transformers
+    holds them too: the same buffers that grow by doubling (or ``max_len``), the same ``crop``,
+    ``reorder``, ``reset`` and ``to``, the same care for autograd and inference mode.
+
+    Args:
+        max_len: as for [`KVCache`][mha.full.KVCache].
 
     Attributes:
         latent: ``[batch_size, len, kv_lora_rank]``, or ``None`` before the first call.
@@ -60,44 +69,69 @@ class LatentCache:
     Examples:
         >>> cache = LatentCache()
         >>> cache.append(torch.zeros(1, 3, 8), torch.zeros(1, 3, 4))
-        >>> len(cache), cache.latent.shape
-        (3, torch.Size([1, 3, 8]))
+        >>> len(cache), cache.latent.shape, cache.keys.shape
+        (3, torch.Size([1, 3, 8]), torch.Size([1, 1, 3, 8]))
 
     中文:
         MLA 缓存的内容：每个位置一个潜在向量和一段旋转过的键，所有头共用。
+
+        它是一个 [`KVCache`][mha.full.KVCache]，"键"是潜在向量，"值"是旋转过的那段键，各自当作
+        一个头存放（``[batch_size, 1, len, ...]``，transformers 也是这样存的）：同样按倍增（或
+        ``max_len``）分配的缓冲区，同样的 ``crop``、``reorder``、``reset`` 和 ``to``，对自动求导
+        和推理模式的处理也相同。
+
+        参数:
+            max_len: 与 [`KVCache`][mha.full.KVCache] 相同。
 
         属性:
             latent: ``[batch_size, len, kv_lora_rank]``，第一次调用之前是 ``None``。
             rope_keys: ``[batch_size, len, qk_rope_head_dim]``，已经旋转过；或 ``None``。
     """
 
-    def __init__(self) -> None:
-        self.latent: Tensor | None = None
-        self.rope_keys: Tensor | None = None
+    _SIZES = "[batch_size, kv_lora_rank, qk_rope_head_dim]"
 
-    def __len__(self) -> int:
-        return 0 if self.latent is None else self.latent.size(1)
+    def _sizes(self, keys: Tensor, values: Tensor) -> tuple[int, ...]:
+        return (keys.size(0), keys.size(3), values.size(3))
+
+    def _check_pair(self, keys: Tensor, values: Tensor) -> None:
+        if keys.shape[:3] != values.shape[:3]:
+            raise ValueError(
+                f"latent {[keys.size(0), keys.size(2), keys.size(3)]} and rope_keys "
+                f"{[values.size(0), values.size(2), values.size(3)]} must agree on "
+                "[batch_size, new_len]"
+            )
 
     def __repr__(self) -> str:
-        if self.latent is None:
-            return "LatentCache(len=0)"
-        b, n, rank = self.latent.shape
+        if self._keys is None:
+            return f"LatentCache(len={len(self)})"
         return (
-            f"LatentCache(len={n}, batch_size={b}, kv_lora_rank={rank}, "
-            f"qk_rope_head_dim={self.rope_keys.size(2)}, dtype={self.latent.dtype})"
+            f"LatentCache(len={len(self)}, batch_size={self._keys.size(0)}, "
+            f"kv_lora_rank={self._keys.size(3)}, qk_rope_head_dim={self._values.size(3)}, "
+            f"dtype={self._keys.dtype})"
         )
 
-    def append(self, latent: Tensor, rope_keys: Tensor) -> None:
+    @property
+    def latent(self) -> Tensor | None:
+        return None if self.keys is None else self.keys[:, 0]
+
+    @property
+    def rope_keys(self) -> Tensor | None:
+        return None if self.values is None else self.values[:, 0]
+
+    def append(self, latent: Tensor, rope_keys: Tensor, *, queries: Tensor | None = None) -> None:
         """Append new positions: ``latent`` ``[batch_size, new_len, kv_lora_rank]`` and
         ``rope_keys`` ``[batch_size, new_len, qk_rope_head_dim]``.
 
         Args:
             latent: the new positions' latents.
             rope_keys: their rotated key parts.
+            queries: the queries that will attend over the cache, as for
+                [`KVCache.append`][mha.full.KVCache.append].
 
         Raises:
             ValueError: the two disagree on batch size or length, or differ from what the cache
                 holds.
+            TypeError: their dtypes differ from each other or from the cache's.
 
         中文:
             追加新的位置：``latent`` 为 ``[batch_size, new_len, kv_lora_rank]``，``rope_keys`` 为
@@ -106,62 +140,18 @@ class LatentCache:
             参数:
                 latent: 新位置的潜在向量。
                 rope_keys: 它们旋转过的键。
+                queries: 之后要对缓存做注意力的查询，与
+                    [`KVCache.append`][mha.full.KVCache.append] 相同。
 
             引发:
                 ValueError: 两者的批大小或长度不一致，或者与缓存里的不一致。
+                TypeError: 两者的 dtype 不同，或者与缓存里的不同。
         """
-        if latent.shape[:2] != rope_keys.shape[:2]:
-            raise ValueError(
-                f"latent {list(latent.shape)} and rope_keys {list(rope_keys.shape)} must agree "
-                "on [batch_size, new_len]"
-            )
-        if self.latent is None:
-            self.latent, self.rope_keys = latent, rope_keys
-            return
-        held = (self.latent.size(0), self.latent.size(2), self.rope_keys.size(2))
-        new = (latent.size(0), latent.size(2), rope_keys.size(2))
-        if held != new:
-            raise ValueError(
-                f"cache holds [batch_size, kv_lora_rank, qk_rope_head_dim] = {list(held)}, this "
-                f"call gives {list(new)}: reset() it for another batch or model"
-            )
-        # A new tensor each time (not written in place): what the backward pass saved stays
-        self.latent = torch.cat([self.latent, latent], dim=1)
-        self.rope_keys = torch.cat([self.rope_keys, rope_keys], dim=1)
+        super().append(latent[:, None], rope_keys[:, None], queries=queries)
 
-    def crop(self, n: int) -> None:
-        """Keep the first ``n`` positions.
 
-        Args:
-            n: how many positions to keep, ``0 .. len(cache)``.
-
-        Raises:
-            TypeError: ``n`` is not an ``int``.
-            ValueError: ``n`` is negative or more than ``len(cache)``.
-
-        中文:
-            只保留前 ``n`` 个位置。
-
-            参数:
-                n: 保留的位置数，取值在 ``0 .. len(cache)`` 之间。
-
-            引发:
-                TypeError: ``n`` 不是 ``int``。
-                ValueError: ``n`` 是负数，或者大于 ``len(cache)``。
-        """
-        _check_length("n", n)
-        if n > len(self):
-            raise ValueError(f"n must be at most len(cache) ({len(self)}), got {n}")
-        if self.latent is not None:
-            self.latent, self.rope_keys = self.latent[:, :n], self.rope_keys[:, :n]
-
-    def reset(self) -> None:
-        """Empty the cache.
-
-        中文:
-            清空缓存。
-        """
-        self.latent = self.rope_keys = None
+# A saved LatentCache loads with torch.load's default weights_only=True, as a KVCache does.
+torch.serialization.add_safe_globals([LatentCache])
 
 
 class MLA(nn.Module):
@@ -335,6 +325,8 @@ class MLA(nn.Module):
         _check_flag("absorb", absorb)
         if cache is not None and not isinstance(cache, LatentCache):
             raise TypeError(f"cache must be a mha.mla.LatentCache, got {type(cache).__name__}")
+        if cache is not None:
+            cache._claim(self, "x")  # one cache per layer, as for KVCache
         if positions is not None:
             _check_positions(positions, x)
         held = 0 if cache is None else len(cache)
@@ -372,7 +364,7 @@ class MLA(nn.Module):
         # 缓存只存潜在向量和旋转键
         # The cache holds the latents and the rotary keys only
         if cache is not None:
-            cache.append(latent, k_rope)
+            cache.append(latent, k_rope, queries=q)
             latent, k_rope = cache.latent, cache.rope_keys  # [batch_size, k_len, ...]
         mask = self._mask(attn_mask, is_causal, q_len, latent.size(1), x)
 

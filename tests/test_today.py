@@ -330,3 +330,24 @@ def test_mla_refuses_bad_arguments_by_name():
         m(torch.randn(1, 2, 24), cache=KVCache())
     with pytest.raises(ValueError, match="n must be at most len"):
         LatentCache().crop(1)
+
+
+def test_a_latent_cache_is_a_kv_cache_its_buffers_crop_reorder_and_save(tmp_path):
+    torch.manual_seed(2)
+    m = MLA(24, 4, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5).double()
+    x = torch.randn(2, 9, 24, dtype=torch.float64)
+    whole = m(x, is_causal=True)
+    cache = LatentCache()
+    with torch.inference_mode():
+        m(x[:, :6], is_causal=True, cache=cache)
+    cache.reorder(torch.tensor([1, 0]))
+    torch.save(cache, tmp_path / "cache.pt")
+    loaded = torch.load(tmp_path / "cache.pt")
+    with torch.no_grad():
+        again = m(x.flip(0)[:, 6:], is_causal=True, cache=loaded, absorb=True)
+    assert_close(again, whole.flip(0)[:, 6:])
+    assert loaded.latent.shape == (2, 9, 8) and loaded.rope_keys.shape == (2, 9, 4)
+    with pytest.raises(ValueError, match="belongs to another module"):
+        MLA(24, 4, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)(
+            x[:, :1].float(), cache=loaded
+        )
