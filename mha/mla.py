@@ -339,19 +339,17 @@ class MLA(nn.Module):
         if self.q_lora_rank is None:
             q = self.W_q(x)  # [batch_size, q_len, heads_num * (nope_dims + rope_dims)]
         else:
-            q = self.W_uq(
-                self.q_norm(self.W_dq(x))
-            )  # [batch_size, q_len, heads_num * (nope_dims + rope_dims)]
-        q = q.view(b, q_len, self.heads_num, self.nope_dims + self.rope_dims).transpose(
-            1, 2
-        )  # [batch_size, heads_num, q_len, nope_dims + rope_dims]
-        q_nope, q_rope = q.split([self.nope_dims, self.rope_dims], dim=-1)
+            q = self.q_norm(self.W_dq(x))  # [batch_size, q_len, q_rank]
+            q = self.W_uq(q)  # [batch_size, q_len, heads_num * (nope_dims + rope_dims)]
+        q = q.view(b, q_len, self.heads_num, self.nope_dims + self.rope_dims).transpose(1, 2)  # [batch_size, heads_num, q_len, nope_dims + rope_dims]
+        q_nope = q[..., : self.nope_dims]  # [batch_size, heads_num, q_len, nope_dims]
+        q_rope = q[..., self.nope_dims :]  # [batch_size, heads_num, q_len, rope_dims]
 
         # 键和值：每个位置一个潜在向量（归一化）和一段旋转键，所有头共用
         # Keys and values: per position one latent (normalised) and one rotary key part, shared
         compressed = self.W_dkv(x)  # [batch_size, q_len, kv_rank + rope_dims]
-        latent, k_rope = compressed.split([self.kv_lora_rank, self.rope_dims], dim=-1)
-        latent = self.kv_norm(latent)  # [batch_size, q_len, kv_rank]
+        latent = self.kv_norm(compressed[..., : self.kv_lora_rank])  # [batch_size, q_len, kv_rank]
+        k_rope = compressed[..., self.kv_lora_rank :]  # [batch_size, q_len, rope_dims]
 
         # 旋转位置编码只作用在旋转部分：查询的每个头，和所有头共用的那一段键
         # RoPE turns the rotated parts only: each query head's, and the one shared key part
@@ -365,25 +363,24 @@ class MLA(nn.Module):
         # The cache holds the latents and the rotary keys only
         if cache is not None:
             cache.append(latent, k_rope, queries=q)
-            latent, k_rope = cache.latent, cache.rope_keys  # [batch_size, k_len, ...]
-        mask = self._mask(attn_mask, is_causal, q_len, latent.size(1), x)
+            latent = cache.latent  # [batch_size, k_len, kv_rank]
+            k_rope = cache.rope_keys  # [batch_size, k_len, rope_dims]
+        mask = self._mask(attn_mask, is_causal, q_len, latent.size(1), x)  # [..., k_len]
 
-        W_uk, W_uv = self.W_ukv.weight.view(
-            self.heads_num, self.nope_dims + self.v_dims, self.kv_lora_rank
-        ).split(
-            [self.nope_dims, self.v_dims], dim=1
-        )  # [heads_num, nope_dims, kv_rank], [heads_num, v_dims, kv_rank]
+        # 升维矩阵按头拆开：每个头的键（不含位置的部分）和值各一块
+        # The up-projection per head: one block for its key (without position), one for its value
+        W_ukv = self.W_ukv.weight.view(self.heads_num, self.nope_dims + self.v_dims, self.kv_lora_rank)  # [heads_num, nope_dims + v_dims, kv_rank]
         if absorb:
             # 吸收：查询先乘键的升维矩阵，直接与潜在向量打分；值的升维矩阵留到加权求和之后
             # Absorbed: the queries times the key up-projection score the latents directly; the
             # value up-projection waits until after the weighted sum
+            W_uk = W_ukv[:, : self.nope_dims]  # [heads_num, nope_dims, kv_rank]
+            W_uv = W_ukv[:, self.nope_dims :]  # [heads_num, v_dims, kv_rank]
             q_latent = torch.matmul(q_nope, W_uk)  # [batch_size, heads_num, q_len, kv_rank]
-            query = torch.cat(
-                [q_latent, q_rope], dim=-1
-            )  # [batch_size, heads_num, q_len, kv_rank + rope_dims]
-            keys = torch.cat([latent, k_rope], dim=-1)[
-                :, None
-            ]  # [batch_size, 1, k_len, kv_rank + rope_dims]
+            query = torch.cat([q_latent, q_rope], dim=-1)  # [batch_size, heads_num, q_len, kv_rank + rope_dims]
+            # 键只有一个"头"：潜在向量接上旋转键，所有查询头共用（enable_gqa）
+            # The keys have one "head": latent then rotary key, shared by every query head
+            keys = torch.cat([latent, k_rope], dim=-1)[:, None]  # [batch_size, 1, k_len, kv_rank + rope_dims]
             out = F.scaled_dot_product_attention(
                 query, keys, latent[:, None], attn_mask=mask, scale=self.scale, enable_gqa=True
             )  # [batch_size, heads_num, q_len, kv_rank]
@@ -393,31 +390,23 @@ class MLA(nn.Module):
             # Expanded: each head's key (the part without position) and value come up from the
             # latents; the rotary key part is repeated for every head
             kv = self.W_ukv(latent)  # [batch_size, k_len, heads_num * (nope_dims + v_dims)]
-            kv = kv.view(b, -1, self.heads_num, self.nope_dims + self.v_dims).transpose(
-                1, 2
-            )  # [batch_size, heads_num, k_len, nope_dims + v_dims]
-            k_nope, v = kv.split([self.nope_dims, self.v_dims], dim=-1)
-            k_rope = k_rope[:, None].expand(
-                -1, self.heads_num, -1, -1
-            )  # [batch_size, heads_num, k_len, rope_dims]
-            k = torch.cat(
-                [k_nope, k_rope], dim=-1
-            )  # [batch_size, heads_num, k_len, nope_dims + rope_dims]
-            query = torch.cat(
-                [q_nope, q_rope], dim=-1
-            )  # [batch_size, heads_num, q_len, nope_dims + rope_dims]
-            out = F.scaled_dot_product_attention(
-                query, k, v, attn_mask=mask, scale=self.scale
-            )  # [batch_size, heads_num, q_len, v_dims]
-        out = out.transpose(1, 2).reshape(
-            b, q_len, self.heads_num * self.v_dims
-        )  # [batch_size, q_len, heads_num * v_dims]
-        return self.W_o(out)  # [batch_size, q_len, hidden_size]
+            kv = kv.view(b, -1, self.heads_num, self.nope_dims + self.v_dims).transpose(1, 2)  # [batch_size, heads_num, k_len, nope_dims + v_dims]
+            k_nope = kv[..., : self.nope_dims]  # [batch_size, heads_num, k_len, nope_dims]
+            v = kv[..., self.nope_dims :]  # [batch_size, heads_num, k_len, v_dims]
+            k_rope = k_rope[:, None].expand(-1, self.heads_num, -1, -1)  # [batch_size, heads_num, k_len, rope_dims]
+            k = torch.cat([k_nope, k_rope], dim=-1)  # [batch_size, heads_num, k_len, nope_dims + rope_dims]
+            query = torch.cat([q_nope, q_rope], dim=-1)  # [batch_size, heads_num, q_len, nope_dims + rope_dims]
+            out = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=self.scale)  # [batch_size, heads_num, q_len, v_dims]
+        out = out.transpose(1, 2).reshape(b, q_len, self.heads_num * self.v_dims)  # [batch_size, q_len, heads_num * v_dims]
+        return self.W_o(out)
 
-    def _mask(self, attn_mask: Tensor | None, is_causal: bool, q_len: int, k_len: int, x: Tensor):
+    def _mask(
+        self, attn_mask: Tensor | None, is_causal: bool, q_len: int, k_len: int, x: Tensor
+    ) -> Tensor | None:
         """``attn_mask`` and the causal mask combined (``None`` if neither)."""
         if attn_mask is not None and attn_mask.dtype != torch.bool:
-            attn_mask = _float_mask_as(attn_mask, x.dtype)
+            attn_mask = _float_mask_as(attn_mask, x.dtype)  # [..., k_len]
         if not is_causal:
             return attn_mask
         return _and_causal(attn_mask, causal_mask(q_len, k_len, device=x.device))
+

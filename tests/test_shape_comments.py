@@ -19,13 +19,16 @@ from support import DESIGN_FILENAME, DESIGN_SOURCE, exec_module_source
 
 import mha.annotated
 import mha.full
+import mha.mla
 from mha_site.checkers import shape_comments
 from mha_site.checkers.shape_comments import (
+    MLA_RUNS,
     RUNS,
     SIZE_SETS,
     Run,
     check_full,
     check_shape_comments,
+    evaluate,
     lookalike_gaps,
     mask_for,
     read_comments,
@@ -500,3 +503,34 @@ def test_the_checker_names_the_file_and_line_of_each_problem():
     assert shape_comments.located("mha/full.py", "forward raised ValueError: x") == (
         "mha/full.py: forward raised ValueError: x"
     )
+
+
+# ---- mha/mla.py: MLA in both modes ---------------------------------------------------------------
+
+MLA_SOURCE = inspect.getsource(mha.mla)
+
+
+def test_a_dimension_may_sum_and_multiply_names_in_parentheses():
+    names = {"heads_num": 4, "nope_dims": 5, "rope_dims": 6}
+    assert evaluate("heads_num * (nope_dims + rope_dims)", names) == (44, [])
+    assert evaluate("nope_dims + 2", names) == (7, [])
+    assert evaluate("heads_num * v_dims", names) == (None, ["v_dims"])
+    assert evaluate("heads_num - 1", names) == (None, ["heads_num - 1"])  # no other operator
+
+
+def test_every_mla_comment_is_checked_in_both_modes_and_a_wrong_one_is_reported_where_it_runs():
+    report = check_full(MLA_SOURCE, vars(mha.mla), MLA_RUNS)
+    assert report.failures == []
+    found, _ = read_comments(MLA_SOURCE, "MLA")
+    assert lookalike_gaps(report, found, MLA_RUNS, MLA_SOURCE) == []
+    text = "q_latent = torch.matmul(q_nope, W_uk)"
+    mutated = mutate_line(
+        MLA_SOURCE,
+        text,
+        "# [batch_size, heads_num, q_len, kv_rank]",
+        "# [batch_size, heads_num, q_len, kv_rank + rope_dims]",
+    )
+    report = check_full(mutated, vars(mha.mla), MLA_RUNS)
+    line = next(i for i, s in enumerate(MLA_SOURCE.splitlines(), 1) if text in s)
+    # Only absorbed decoding computes q_latent
+    assert runs_reporting(report.mismatches, line) == [r.name for r in MLA_RUNS if r.absorb]

@@ -1,19 +1,22 @@
-"""Every shape comment in ``mha/annotated.py`` and ``mha/full.py`` is true: read them, run, compare.
+"""Every shape comment in ``mha/annotated.py``, ``mha/full.py`` and ``mha/mla.py`` is true: read
+them, run, compare.
 
 A shape comment is a trailing ``# [batch_size, seq_len, ...]`` on an assignment line of a method of
-the class ``MHA``. ``mha.trace`` reads them from the source text (``ast`` for the statements,
-``tokenize`` for the comments) and runs ``forward`` under its tracer, which records, in every frame
-of the class's methods (``forward`` and what it calls: ``_weights``, ``_mask``, ...), the real shape
-of the variable each statement assigns; this checker compares the two with the dimension names
-replaced by numbers. A dimension is a name, a product of names (``kv_heads * head_size``) or a
-number; a leading ``...`` (``[..., q_len, k_len]``) states only the trailing dimensions, for a mask
-whose leading ones are whatever the caller's mask has. Every tensor a method assigns must have a
+the class ``MHA`` (``MLA`` in ``mla.py``). ``mha.trace`` reads them from the source text (``ast``
+for the statements, ``tokenize`` for the comments) and runs ``forward`` under its tracer, which
+records, in every frame of the class's methods (``forward`` and what it calls: ``_weights``,
+``_mask``, ...), the real shape of the variable each statement assigns; this checker compares the
+two with the dimension names replaced by numbers. A dimension is a name, a number, or their sums
+and products with parentheses (``kv_heads * head_size``, ``heads_num * (nope_dims + rope_dims)``);
+a leading ``...`` (``[..., q_len, k_len]``) states only the trailing dimensions, for a mask whose
+leading ones are whatever the caller's mask has. Every tensor a method assigns must have a
 comment.
 
 Sizes are all different within a run (batch 2, seq 3, heads 4, head 5, hidden 20 for the annotated
 class), so a swapped pair of dimensions cannot pass by accident. ``full.py`` runs in several
 configurations (``RUNS``: self- and cross-attention, a prefilled cache, grouped-query attention,
-both paths, ``need_weights``, masks with a fully masked row, ``is_causal``), so a comment that only
+both paths, ``need_weights``, masks with a fully masked row, ``is_causal``, today's options),
+``mla.py`` in both query paths and both decoding modes (``MLA_RUNS``), so a comment that only
 holds in one of them is caught, a comment that no configuration checks is a failure, and so is a
 name that equals another name in every run that checks it (``lookalike_gaps``).
 
@@ -28,17 +31,18 @@ import inspect
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
 import mha.annotated
 import mha.full
+import mha.mla
 from mha.rope import RotaryEmbedding
 from mha.trace import Assignment, assignments, named_sizes, trace_locals
 from mha_site.languages import ROOT
 
-DIMENSION = re.compile(r"\w+(?:\s*\*\s*\w+)*")
 ELLIPSIS = "..."
 
 SIZE_SETS = [(2, 3, 4, 5), (3, 5, 2, 7)]
@@ -73,19 +77,40 @@ def read_comments(source: str, class_name: str = "MHA") -> tuple[list[Assignment
     ]
 
 
+def _dimension(dimension: str) -> ast.expr | None:
+    """A dimension as an expression of names and whole numbers joined by ``*`` and ``+``, with
+    parentheses (``heads_num * (nope_dims + rope_dims)``); ``None`` for anything else."""
+    try:
+        tree = ast.parse(dimension, mode="eval").body
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add):
+            continue
+        if isinstance(node, ast.Mult | ast.Add | ast.Name | ast.Load):
+            continue
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            continue
+        return None
+    return tree
+
+
 def evaluate(dimension: str, names: dict[str, int]) -> tuple[int | None, list[str]]:
     """The size a comment's dimension states (``kv_heads * head_size``), and unknown names."""
-    if not DIMENSION.fullmatch(dimension):
+    tree = _dimension(dimension)
+    if tree is None:
         return None, [dimension]
-    value, unknown = 1, []
-    for factor in (f.strip() for f in dimension.split("*")):
-        if factor.isdigit():
-            value *= int(factor)
-        elif factor in names:
-            value *= names[factor]
-        else:
-            unknown.append(factor)
-    return (None if unknown else value), unknown
+    unknown = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in names]
+    if unknown:
+        return None, unknown
+
+    def value(node: ast.expr) -> int:
+        if isinstance(node, ast.BinOp):
+            left, right = value(node.left), value(node.right)
+            return left * right if isinstance(node.op, ast.Mult) else left + right
+        return names[node.id] if isinstance(node, ast.Name) else node.value
+
+    return value(tree), []
 
 
 def compare(
@@ -195,6 +220,11 @@ class Run:
     rotary_dims: int | None = None
     positions: str | None = None
     window: int | None = None
+
+    class_name: ClassVar[str] = "MHA"
+
+    def call(self, namespace: dict) -> Call:
+        return inputs(namespace, self)
 
     @property
     def held(self) -> int:
@@ -353,9 +383,9 @@ FULL_NAMES = tuple(RUNS[0].dims())
 """Every dimension name the full file's comments may use."""
 
 
-def run_full(namespace: dict, run: Run) -> tuple[Executed, Exception | None]:
-    """Build ``namespace['MHA']`` as ``run`` says and trace one call of it."""
-    return trace_locals(namespace["MHA"], inputs(namespace, run).run)
+def run_full(namespace: dict, run: Run | MlaRun) -> tuple[Executed, Exception | None]:
+    """Build ``namespace[run.class_name]`` as ``run`` says and trace one call of it."""
+    return trace_locals(namespace[run.class_name], run.call(namespace).run)
 
 
 @dataclass
@@ -368,7 +398,8 @@ class Call:
     options: dict
 
     def run(self):
-        return self.model(self.x, self.context, **self.options)
+        args = (self.x,) if self.context is None else (self.x, self.context)
+        return self.model(*args, **self.options)
 
 
 def inputs(namespace: dict, run: Run) -> Call:
@@ -421,6 +452,83 @@ def inputs(namespace: dict, run: Run) -> Call:
     return Call(model, x, context, options)
 
 
+@dataclass(frozen=True)
+class MlaRun:
+    """One configuration of ``mha.mla.MLA`` and its call, after a prefill of ``cached``
+    positions (made without the tracer)."""
+
+    name: str
+    q_rank: int | None  # None: one query projection W_q
+    absorb: bool
+    mask: str | None = None  # see `mask_for`
+    is_causal: bool = False
+    positions: str | None = None  # "batch": [batch_size, q_len], after the cache's
+    batch_size: int = 2
+    q_len: int = 3
+    heads_num: int = 4
+    nope_dims: int = 5
+    rope_dims: int = 6
+    v_dims: int = 7
+    kv_rank: int = 8
+    hidden_size: int = 16
+    cached: int = 10
+    class_name: ClassVar[str] = "MLA"
+
+    def dims(self) -> dict[str, int]:
+        names = ("batch_size", "q_len", "heads_num", "nope_dims", "rope_dims", "v_dims")
+        dims = {n: getattr(self, n) for n in names}
+        dims.update(kv_rank=self.kv_rank, hidden_size=self.hidden_size)
+        dims.update(q_rank=self.q_rank or 9, k_len=self.q_len + self.cached)
+        return dims
+
+    def call(self, namespace: dict) -> Call:
+        torch.manual_seed(0)
+        model = namespace["MLA"](
+            self.hidden_size,
+            self.heads_num,
+            q_lora_rank=self.q_rank,
+            kv_lora_rank=self.kv_rank,
+            qk_nope_head_dim=self.nope_dims,
+            qk_rope_head_dim=self.rope_dims,
+            v_head_dim=self.v_dims,
+        )
+        cache = namespace["LatentCache"]()
+        model(torch.randn(self.batch_size, self.cached, self.hidden_size), cache=cache)
+        options = dict(
+            attn_mask=mask_for(self.mask, {**self.dims(), "heads_num": self.heads_num}),
+            is_causal=self.is_causal,
+            cache=cache,
+            absorb=self.absorb,
+        )
+        if self.positions == "batch":
+            start = torch.arange(self.batch_size)[:, None]
+            options["positions"] = start + torch.arange(self.cached, self.cached + self.q_len)
+        x = torch.randn(self.batch_size, self.q_len, self.hidden_size)
+        return Call(model, x, None, options)
+
+
+# Sizes all different (and from the sums and products the comments use); a cache of 10 positions
+# before 3 new ones gives k_len 13. Both query paths, both modes, each kind of mask.
+MLA_RUNS = [
+    MlaRun("mla/bottleneck/expanded/causal", q_rank=9, absorb=False, is_causal=True),
+    MlaRun(
+        "mla/bottleneck/absorbed/padding/causal",
+        q_rank=9,
+        absorb=True,
+        mask="padding",
+        is_causal=True,
+    ),
+    MlaRun("mla/direct/expanded/float-2d", q_rank=None, absorb=False, mask="float-2d"),
+    MlaRun(
+        "mla/direct/absorbed/positions/bool-2d",
+        q_rank=None,
+        absorb=True,
+        mask="bool-2d",
+        positions="batch",
+    ),
+]
+
+
 @dataclass
 class FullReport:
     """The runs' reports, and the comments no run checked."""
@@ -443,13 +551,14 @@ class FullReport:
         return self.mismatches + self.problems + self.never_ran + self.never_checked + self.stray
 
 
-def check_full(source: str, namespace: dict, runs: list[Run] = RUNS) -> FullReport:
-    """Check every shape comment of ``mha.full.MHA``'s methods in ``source`` over ``runs``.
+def check_full(source: str, namespace: dict, runs: list[Run] | list[MlaRun] = RUNS) -> FullReport:
+    """Check every shape comment of the runs' class's methods in ``source`` over ``runs``
+    (``mha.full.MHA`` over ``RUNS``, ``mha.mla.MLA`` over ``MLA_RUNS``).
 
-    ``namespace`` holds the ``MHA`` and ``KVCache`` to run: the package module's, or those of
-    ``source`` executed (a mutated copy).
+    ``namespace`` holds the classes to run: the package module's, or those of ``source``
+    executed (a mutated copy).
     """
-    found, stray = read_comments(source)
+    found, stray = read_comments(source, runs[0].class_name)
     reports = {}
     for run in runs:
         executed, error = run_full(namespace, run)
@@ -475,8 +584,8 @@ def check_full(source: str, namespace: dict, runs: list[Run] = RUNS) -> FullRepo
 
 def names_in(comment: tuple[str, ...]) -> set[str]:
     """The dimension names a comment uses (``kv_heads * head_size`` uses two)."""
-    factors = (f.strip() for d in comment if d != ELLIPSIS for f in d.split("*"))
-    return {f for f in factors if not f.isdigit()}
+    trees = (_dimension(d) for d in comment if d != ELLIPSIS)
+    return {n.id for t in trees if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 # Names equal by construction inside a block: `forward` refuses context= with rotary embeddings,
@@ -513,7 +622,7 @@ def lookalike_gaps(
             dims[name] for name, r in report.runs.items() if r.status[a.first_line] == "checked"
         ]
         for name in sorted(names_in(a.comment)):
-            for other in FULL_NAMES:
+            for other in runs[0].dims():
                 if frozenset({name, other}) in same.get(a.last_line, set()):
                     continue
                 if other != name and all(d[name] == d[other] for d in checked_in):
@@ -541,8 +650,9 @@ def _path(module) -> str:
 
 
 def check() -> list[str]:
-    """Every shape comment of ``mha/annotated.py`` (two size sets) and ``mha/full.py`` (every
-    configuration of ``RUNS``) against a real run; one line per problem, ``file:line: what``."""
+    """Every shape comment of ``mha/annotated.py`` (two size sets), ``mha/full.py`` (every
+    configuration of ``RUNS``) and ``mha/mla.py`` (``MLA_RUNS``) against a real run; one line per
+    problem, ``file:line: what``."""
     found = []
     annotated, path = inspect.getsource(mha.annotated), _path(mha.annotated)
     for sizes in SIZE_SETS:
@@ -555,4 +665,9 @@ def check() -> list[str]:
     found += [located(path, m) for m in report.failures]
     assigned, _ = assignments(full)
     found += [located(path, m) for m in lookalike_gaps(report, assigned, RUNS, full)]
+    mla, path = inspect.getsource(mha.mla), _path(mha.mla)
+    report = check_full(mla, vars(mha.mla), MLA_RUNS)
+    found += [located(path, m) for m in report.failures]
+    assigned, _ = assignments(mla, "MLA")
+    found += [located(path, m) for m in lookalike_gaps(report, assigned, MLA_RUNS, mla)]
     return list(dict.fromkeys(found))  # the two annotated runs may say the same thing twice
