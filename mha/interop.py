@@ -118,8 +118,10 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
         TypeError: ``m`` lacks the attributes above, a ``W_`` layer is not an ``nn.Linear``, or
             ``m.dropout`` is not a number.
         ValueError: ``m`` has no ``nn.MultiheadAttention`` counterpart: ``kv_heads < heads_num``
-            (grouped-query attention), a linear layer of another shape, or some linear layers
-            with a bias and some without; the message names which.
+            (grouped-query attention), a linear layer of another shape (``head_size`` given),
+            some linear layers with a bias and some without, or one of today's options (``rope``,
+            ``window``, ``qk_norm``, a ``scale`` other than ``1/sqrt(head_size)``); the message
+            names which.
 
     Examples:
         >>> from mha.full import MHA
@@ -158,8 +160,10 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
             TypeError: ``m`` 缺少上面列出的属性，某个 ``W_`` 层不是 ``nn.Linear``，或者
                 ``m.dropout`` 不是数。
             ValueError: ``nn.MultiheadAttention`` 里没有与 ``m`` 对应的结构：
-                ``kv_heads < heads_num``（分组查询注意力），某个线性层形状不同，或者线性层有的
-                带偏置、有的不带。错误信息会指出是哪一种。
+                ``kv_heads < heads_num``（分组查询注意力），某个线性层形状不同（给了
+                ``head_size``），线性层有的带偏置、有的不带，或者用了今天模型的选项（``rope``、
+                ``window``、``qk_norm``、不等于 ``1/sqrt(head_size)`` 的 ``scale``）。错误信息会
+                指出是哪一种。
     """
     names = ("hidden_size", "heads_num", *_LAYERS)
     missing = [n for n in names if not hasattr(m, n)]
@@ -184,6 +188,22 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
             f"cannot map m: kv_heads ({kv_heads}) < heads_num ({heads_num}) is grouped-query "
             "attention; nn.MultiheadAttention has none (its keys and values have heads_num "
             "heads)"
+        )
+    # Today's options change what the module computes; nn.MultiheadAttention has none of them
+    today = {
+        "rope": "rotary embeddings",
+        "window": "a sliding window",
+        "q_norm": "a norm of q and k (qk_norm)",
+    }
+    used = [
+        f"{name} ({what})" for name, what in today.items() if getattr(m, name, None) is not None
+    ]
+    scale = getattr(m, "scale", None)
+    if scale is not None and scale != (h // heads_num) ** -0.5:
+        used.append(f"scale={scale} (nn.MultiheadAttention scales by 1/sqrt(head_size))")
+    if used:
+        raise ValueError(
+            f"cannot map m: {', '.join(used)}; nn.MultiheadAttention has no such option"
         )
     shapes = {n: tuple(getattr(m, n).weight.shape) for n in _LAYERS}
     expected = {"W_q": (h, h), "W_k": (h, c), "W_v": (h, c), "W_o": (h, h)}

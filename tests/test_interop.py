@@ -22,6 +22,7 @@ import mha.full
 import mha.pure
 from mha.full import causal_mask, padding_mask
 from mha.interop import from_torch, to_torch
+from mha.rope import RotaryEmbedding
 
 impls = each_implementation(IMPLEMENTATIONS)
 sizes = st.tuples(st.integers(1, 6), st.integers(1, 8))  # heads_num, head_size
@@ -566,3 +567,25 @@ def test_to_torch_refuses_grouped_query_attention_naming_kv_heads_and_heads_num(
 def test_to_torch_accepts_kv_heads_equal_to_heads_num():
     model = full_model(kv_heads=4)
     assert to_torch(model).num_heads == 4
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (dict(rope=RotaryEmbedding(4)), "rope (rotary embeddings)"),
+        (dict(window=3), "window (a sliding window)"),
+        (dict(qk_norm=True), "q_norm (a norm of q and k (qk_norm))"),
+        (dict(scale=0.3), "scale=0.3 (nn.MultiheadAttention scales by 1/sqrt(head_size))"),
+        (dict(head_size=4), "every linear layer must be [hidden_size, hidden_size] = [20, 20]"),
+    ],
+)
+def test_to_torch_refuses_each_option_of_todays_models_and_names_it(options, named):
+    with pytest.raises(ValueError, match=re.escape(named)):
+        to_torch(mha.full.MHA(20, 4, **options))
+
+
+def test_to_torch_maps_a_scale_equal_to_the_default():
+    model = mha.full.MHA(20, 4, scale=5**-0.5).eval()
+    x = torch.randn(2, 3, 20)
+    out, _ = to_torch(model)(x, x, x, need_weights=False)
+    assert_close(out, model(x))
