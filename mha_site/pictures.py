@@ -26,6 +26,7 @@ from mha_site import (
     pictures_heatmaps,
     pictures_memory,
     pictures_perf,
+    pictures_rope,
     pictures_why,
 )
 
@@ -35,6 +36,7 @@ GENERATORS = (
     pictures_heatmaps,
     pictures_memory,
     pictures_perf,
+    pictures_rope,
     pictures_why,
 )
 

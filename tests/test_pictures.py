@@ -16,6 +16,7 @@ runs.
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -87,6 +88,7 @@ DRAWN = {
     "heatmap-previous": (24, 4, (1, 6, 24)),  # hand-set heads: words, then one-hot positions
     **{name: None for name in BENCH},
     "transformer-block": PAGE,
+    "rope-turns": None,  # no MHA: RotaryEmbedding(8) turning (1, 0) in each pair
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -96,6 +98,7 @@ PAGE_RUNS = {
     "masks.md": PAGE,
     "performance.md": None,
     "why.md": PAGE,
+    "rope.md": None,  # its snippets run RotaryEmbedding and MHA(32, 4, head_size 8)
 }
 
 
@@ -373,3 +376,16 @@ def test_figures_render_in_both_schemes(browser, site_url, screen):
                     screenshot(figures.nth(i), shot)
     finally:
         context.close()
+
+
+def test_the_rope_picture_turns_each_pair_by_its_frequency_per_position():
+    """Pair i of an 8-dim head turns by 10000 ** (-2i / 8) radians per position, written here from
+    the definition, independently of mha.rope: the drawn points are (cos, sin) of that angle."""
+    from mha_site.pictures_rope import turns
+
+    drawn = turns()
+    assert sorted(drawn) == [0, 1, 2, 3]
+    for pair, points in drawn.items():
+        for position, (a, b) in enumerate(points):
+            angle = position * 10000.0 ** (-2 * pair / 8)
+            assert (a, b) == pytest.approx((math.cos(angle), math.sin(angle)), abs=1e-6)

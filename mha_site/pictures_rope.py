@@ -1,0 +1,94 @@
+"""The pictures of the chapter rope: drawn at build time from real runs of ``mha.rope``.
+
+``rope-turns``: where ``RotaryEmbedding(8).rotate`` puts the vector ``(1, 0)`` of each of the four
+pairs of a head at positions 0 to 5: pair ``i`` turns by ``10000 ** (-2i / 8)`` radians per
+position, so pair 0 goes round quickly and pair 3 barely moves.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from mha_site.languages import tr
+from mha_site.picture_style import FONT, SMALL, Svg, stroke_of
+
+ROTARY_DIMS = 8  # four pairs: dims (0, 4), (1, 5), (2, 6), (3, 7) in the half layout
+POSITIONS = range(6)
+RADIUS = 42
+GAP = 34
+
+
+@functools.cache
+def turns() -> dict[int, list[tuple[float, float]]]:
+    """Pair -> the point ``(a, b)`` the unit vector ``(1, 0)`` of that pair becomes at each of
+    ``POSITIONS``: a real run of ``RotaryEmbedding(8).rotate``."""
+    from mha.rope import RotaryEmbedding
+
+    rope = RotaryEmbedding(ROTARY_DIMS)
+    half = ROTARY_DIMS // 2
+    points: dict[int, list[tuple[float, float]]] = {}
+    for pair in range(half):
+        t = torch.zeros(1, 1, len(POSITIONS), ROTARY_DIMS, dtype=torch.float64)
+        t[..., pair] = 1.0  # the pair's first dim; its second is pair + half
+        out = rope.rotate(t, *rope(torch.tensor(list(POSITIONS))))[0, 0]
+        points[pair] = [(float(row[pair]), float(row[pair + half])) for row in out]
+    return points
+
+
+def rope_turns_picture(language: str) -> str:
+    title = tr(
+        language,
+        "RoPE turns each pair of a head by its own angle per position: pair 0 by 1 radian, "
+        "pair 3 by 0.001",
+        "RoPE 让一个头的每对维度每个位置各转一个角度：第 0 对转 1 弧度，第 3 对只转 0.001 弧度",
+    )
+    svg = Svg("rope-turns", title)
+    top = 4 + FONT
+    centre_y = top + 2 * FONT + 8 + RADIUS
+    for pair, points in turns().items():
+        cx = 24 + RADIUS + pair * (2 * RADIUS + GAP)
+        head = pair % 4
+        svg.text(cx, top, tr(language, f"pair {pair}", f"第 {pair} 对"), anchor="middle", bold=True)
+        dims = f"dims {pair}, {pair + ROTARY_DIMS // 2}"
+        dims_zh = f"第 {pair}、{pair + ROTARY_DIMS // 2} 维"
+        svg.text(cx, top + FONT + 4, tr(language, dims, dims_zh), anchor="middle", size=SMALL)
+        svg.path(
+            f"M{cx - RADIUS:g},{centre_y:g} a{RADIUS},{RADIUS} 0 1,0 {2 * RADIUS},0 "
+            f"a{RADIUS},{RADIUS} 0 1,0 {-2 * RADIUS},0",
+            "mha-sfg",
+            width=0.8,
+        )
+        cls, _ = stroke_of(head)
+        for position, (a, b) in enumerate(points):
+            # b up: the SVG's y grows downwards
+            px, py = cx + a * RADIUS, centre_y - b * RADIUS
+            svg.line(cx, centre_y, px, py, cls, width=1.4 if position == 0 else 1.0)
+            lx, ly = cx + a * (RADIUS + 10), centre_y - b * (RADIUS + 10)
+            if pair == 0:  # far apart: each position its label
+                svg.text(
+                    lx,
+                    ly + SMALL * 0.35,
+                    str(position),
+                    anchor="start" if a >= -0.2 else "end",
+                    size=SMALL,
+                )
+        if pair > 0:  # the positions lie close together: one label for all
+            a, b = points[-1]
+            lx, ly = cx + a * (RADIUS + 6), centre_y - b * (RADIUS + 6) - 4
+            svg.text(lx, ly, f"0–{len(points) - 1}", size=SMALL)
+        angle = points[1][1] and math.atan2(points[1][1], points[1][0])
+        per = f"{angle:.3g}"
+        svg.text(
+            cx,
+            centre_y + RADIUS + 12 + SMALL,
+            tr(language, f"{per} rad / position", f"每个位置 {per} 弧度"),
+            anchor="middle",
+            size=SMALL,
+        )
+    return str(svg)
+
+
+PICTURES = {"rope-turns": rope_turns_picture}
