@@ -35,7 +35,7 @@ import html
 
 import torch
 
-from mha.full import MHA, padding_mask
+from mha.full import MHA, causal_mask, padding_mask
 from mha_site import picture_style as style
 
 SEED = 0
@@ -53,7 +53,8 @@ TOKENS = {
 }
 
 # Which sequence of the batch each picture shows (its ids: the labels).
-VARIANTS = {"none": 0, "causal": 0, "padding": 1, "previous": 0}
+VARIANTS = {"none": 0, "causal": 0, "padding": 1, "previous": 0, "window": 0}
+WINDOW = 3  # heatmap-window: each query sees itself and the 2 positions before it
 # The hand-set heads: a word's channels, then a position's one-hot code (its own channels).
 WORD_SIZE = 18
 STRENGTH = 12.0  # the query's size: a score of 12 / sqrt(head_size) on the key it looks for
@@ -66,6 +67,7 @@ TEXT = {
         "causal": "Causal mask (is_causal=True): “a cat sat on the mat”",
         "padding": "Padding mask: “it is raining”, padded to 6 positions",
         "previous": "Hand-set heads, causal mask: head i looks i positions back",
+        "window": "Sliding window of 3 (window=3, is_causal=True): “a cat sat on the mat”",
         "title": "Attention weights of the 4 heads of mha.full.MHA({model}), {what}. Rows are "
         "queries, columns are keys; each row sums to 1; masked cells are hatched and weigh 0.",
         "cell": "head {i}, query “{q}”, key “{k}”: {w}",
@@ -78,6 +80,8 @@ TEXT = {
             "padding": "padding mask, for “it is raining” padded to 6 positions",
             "previous": "set by hand, not trained: in head i, position p attends to position "
             "p − i (to position 0 when p < i), causal mask, for “a cat sat on the mat”",
+            "window": "sliding window of 3 positions with the causal mask, for “a cat sat on "
+            "the mat”",
         },
     },
     "zh": {
@@ -87,6 +91,7 @@ TEXT = {
         "causal": "因果掩码（is_causal=True）：“一只猫坐在垫子上”",
         "padding": "填充掩码：“下雨了”填充到 6 个位置",
         "previous": "手工设定的头，因果掩码：头 i 往前看 i 个位置",
+        "window": "3 个位置的滑动窗口（window=3，is_causal=True）：“一只猫坐在垫子上”",
         "title": "mha.full.MHA({model}) 的 4 个头的注意力权重，{what}。行是查询，列是键；"
         "每行之和为 1；被掩码屏蔽的格子画了斜线，权重为 0。",
         "cell": "头 {i}，查询“{q}”，键“{k}”：{w}",
@@ -99,6 +104,7 @@ TEXT = {
             "padding": "填充掩码，句子是“下雨了”，填充到 6 个位置",
             "previous": "权重是手工设定的，没有训练：在头 i 里，位置 p 关注位置 p − i（p < i 时"
             "关注位置 0），加因果掩码，句子是“一只猫坐在垫子上”",
+            "window": "3 个位置的滑动窗口加因果掩码，句子是“一只猫坐在垫子上”",
         },
     },
 }
@@ -163,6 +169,12 @@ def run() -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         for name, (kwargs, allowed) in runs.items():
             _, weights = model(x, need_weights=True, **kwargs)  # [batch, heads, q_len, k_len]
             out[name] = (weights[VARIANTS[name]], allowed)
+        # The same weights with a sliding window: causal, and nothing older than WINDOW - 1 back
+        with torch.random.fork_rng():  # its own initial weights are replaced at once
+            windowed = MHA(HIDDEN_SIZE, HEADS_NUM, window=WINDOW).eval()
+        windowed.load_state_dict(model.state_dict())
+        _, weights = windowed(x, is_causal=True, need_weights=True)
+        out["window"] = (weights[0], causal_mask(seq_len, seq_len, window=WINDOW))
         model, x = setup_previous()
         _, weights = model(x, is_causal=True, need_weights=True)
         out["previous"] = (weights[0], causal)

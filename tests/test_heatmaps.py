@@ -24,9 +24,10 @@ from mha_site import pictures_heatmaps as heatmaps
 from mha_site.markdown import CHINESE, fences
 
 SVG = "{http://www.w3.org/2000/svg}"
-VARIANTS = ("none", "causal", "padding", "previous")
+VARIANTS = ("none", "causal", "padding", "previous", "window")
 NAMES = [f"heatmap-{v}" for v in VARIANTS]
 MASKS_NAMES = NAMES[:3]  # the masks page's; heatmap-previous is on the heads page
+WINDOW_NAMES = NAMES[4:]  # the sliding window's page
 
 
 def fresh_run() -> dict[str, torch.Tensor]:
@@ -41,9 +42,18 @@ def fresh_run() -> dict[str, torch.Tensor]:
         none = model(x, need_weights=True)[1]
         causal = model(x, is_causal=True, need_weights=True)[1]
         padded = model(x, attn_mask=pad, need_weights=True)[1]
+        # a window of 3: the causal mask, less the keys 3 or more positions back (by hand)
+        i, j = torch.arange(6)[:, None], torch.arange(6)[None]
+        window = model(x, attn_mask=(j <= i) & (i - j < 3), need_weights=True)[1]
     previous = hand_set_run()
     # [heads, q_len, k_len]
-    return {"none": none[0], "causal": causal[0], "padding": padded[1], "previous": previous}
+    return {
+        "none": none[0],
+        "causal": causal[0],
+        "padding": padded[1],
+        "previous": previous,
+        "window": window[0],
+    }
 
 
 def hand_set_run() -> torch.Tensor:
@@ -72,6 +82,9 @@ EXPECTED_MASKED = {
     "causal": torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1),
     "padding": (torch.arange(6) >= 3).expand(6, 6),  # keys 3, 4, 5 are padding
     "previous": torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1),
+    # above the diagonal, and 3 or more positions back
+    "window": torch.ones(6, 6, dtype=torch.bool).triu(diagonal=1)
+    | torch.ones(6, 6, dtype=torch.bool).tril(diagonal=-3),
 }
 
 
@@ -101,7 +114,7 @@ def texts(element: ET.Element, cls: str) -> list[str]:
 # ---- the generator ----------------------------------------------------------------------------
 
 
-def test_the_pictures_are_the_four_variants():
+def test_the_pictures_are_the_five_variants():
     assert sorted(heatmaps.PICTURES) == sorted(NAMES), sorted(heatmaps.PICTURES)
 
 
@@ -259,7 +272,10 @@ def test_heads_pages_snippet_is_the_run_behind_the_hand_set_heads(language):
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-@pytest.mark.parametrize("page, want", [("masks.md", MASKS_NAMES), ("heads.md", NAMES[3:])])
+@pytest.mark.parametrize(
+    "page, want",
+    [("masks.md", MASKS_NAMES), ("heads.md", NAMES[3:4]), ("window.md", WINDOW_NAMES)],
+)
 def test_pages_place_the_heatmaps(page, want, language):
     text = (ROOT / "docs" / language / page).read_text(encoding="utf-8")
     found = re.findall(r"<!--\s*picture:\s*(heatmap-[\w-]+)\s*-->", text)
@@ -267,7 +283,9 @@ def test_pages_place_the_heatmaps(page, want, language):
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
-@pytest.mark.parametrize("page, names", [("masks", MASKS_NAMES), ("heads", NAMES[3:])])
+@pytest.mark.parametrize(
+    "page, names", [("masks", MASKS_NAMES), ("heads", NAMES[3:4]), ("window", WINDOW_NAMES)]
+)
 def test_built_pages_show_the_heatmaps(built_site, page, names, language):
     path = built_site / (page if language == "en" else f"zh/{page}") / "index.html"
     html = path.read_text(encoding="utf-8")

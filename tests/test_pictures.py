@@ -74,7 +74,7 @@ MEMORY = {
     "memory-contiguous": ["out.transpose(1, 2)", CONTIGUOUS],
 }
 OURS = ["forward-flow", *WALKTHROUGH, *MEMORY]
-HEATMAPS = ["heatmap-none", "heatmap-causal", "heatmap-padding"]
+HEATMAPS = ["heatmap-none", "heatmap-causal", "heatmap-padding", "heatmap-window"]
 BENCH = ["bench-time", "bench-memory", "bench-ratio"]
 
 # The run each picture draws, (hidden_size, heads_num, x's shape), written here independently of
@@ -99,6 +99,7 @@ PAGE_RUNS = {
     "performance.md": None,
     "why.md": PAGE,
     "rope.md": None,  # its snippets run RotaryEmbedding and MHA(32, 4, head_size 8)
+    "window.md": None,  # its snippets run MHA(16, 4, window=3), the heatmap's, and smaller ones
 }
 
 
