@@ -15,6 +15,7 @@ from __future__ import annotations
 from mkdocs.plugins import BasePlugin, CombinedEvent
 
 from mha_site import (
+    cache_size,
     cjk_breaks,
     docstring_language,
     explorer,
@@ -41,6 +42,7 @@ STEPS = (
     docstring_language,  # the API page's docstrings in the page's language
     runnable,  # every snippet's "copy as a runnable script"
     explorer,  # the shape explorer's steps, from a real mha.trace.record run (JSON in the page)
+    cache_size,  # the cache explorer's published configurations (JSON in the page)
     notation_link,  # under each page's title, a link to the notation page
 )
 

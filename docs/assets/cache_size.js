@@ -1,0 +1,103 @@
+// The cache explorer of the chapter "How big is the cache?" (`.mha-cache-size`, written in the
+// page's Markdown with its messages in the page's language, as data- attributes). The reader sets
+// a context length, a batch size and a dtype; each published configuration's row shows the KiB one
+// position adds to its cache (every layer together), the positions the cache holds, and the GiB in
+// all. The configurations are not written here: the build puts mha_site/cache_size.py's MODELS in
+// the page as JSON, and this is its formula again (values_per_position, held_positions,
+// cache_bytes, rows), rounding half up as _round does. tests/test_cache_size.py sets values in a
+// real browser and compares every cell with rows() in Python.
+(() => {
+  const DATA_ID = "__mha-cache-size-models";
+  const ENGLISH = {
+    positive: "{name} must be a positive int, got {value}",
+    empty: "{name} must be a positive int, got nothing",
+  };
+
+  const fill = (template, values) =>
+    template.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
+  const round = (value, places) => {
+    const scale = 10 ** places;
+    return Math.floor(value * scale + 0.5) / scale;
+  };
+
+  const valuesPerPosition = (m) =>
+    m.kind === "mla" ? m.layers * (m.kv_rank + m.rope_dims) : m.layers * 2 * m.kv_heads * m.head_size;
+  const heldPositions = (m, context) =>
+    m.window === null ? context : Math.min(context, m.window - 1);
+
+  const mount = (box) => {
+    if (box.dataset.mhaMounted) return;
+    box.dataset.mhaMounted = "1";
+    const source = document.getElementById(DATA_ID);
+    if (!source) throw new Error(`the page has a cache explorer but no #${DATA_ID}`);
+    const data = JSON.parse(source.textContent);
+    const text = (key) => box.dataset[key] || ENGLISH[key];
+    const inputs = ["context", "batch_size"].map((name) => box.querySelector(`input[name="${name}"]`));
+    const dtype = box.querySelector('select[name="dtype"]');
+    const status = box.querySelector(".mha-explorer__status");
+    const table = box.querySelector(".mha-explorer__table");
+    const body = table.tBodies[0];
+
+    const read = (input) => {
+      const raw = input.value.trim();
+      if (raw === "") return { error: fill(text("empty"), { name: input.name }) };
+      const n = Number(raw);
+      if (!/^\+?\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1) {
+        return { error: fill(text("positive"), { name: input.name, value: raw }) };
+      }
+      return { value: n };
+    };
+
+    const row = (cells) => {
+      const tr = document.createElement("tr");
+      cells.forEach((content, i) => {
+        const cell = document.createElement(i === 0 ? "th" : "td");
+        if (i === 0) cell.scope = "row";
+        cell.textContent = content;
+        tr.append(cell);
+      });
+      return tr;
+    };
+
+    const update = () => {
+      const parsed = inputs.map(read);
+      const bad = parsed.find((r) => r.error);
+      for (const input of inputs) input.removeAttribute("aria-invalid");
+      if (bad) {
+        inputs[parsed.indexOf(bad)].setAttribute("aria-invalid", "true");
+        box.dataset.state = "error";
+        status.textContent = bad.error;
+        body.replaceChildren();
+        table.hidden = true;
+        return;
+      }
+      const [context, batch] = parsed.map((r) => r.value);
+      const bytes = data.dtypes[dtype.value];
+      body.replaceChildren(
+        ...data.models.map((m) => {
+          const perPosition = valuesPerPosition(m) * bytes;
+          const held = heldPositions(m, context);
+          return row([
+            m.name,
+            round(perPosition / 1024, 1).toFixed(1),
+            String(held),
+            round((perPosition * held * batch) / 2 ** 30, 2).toFixed(2),
+          ]);
+        }),
+      );
+      table.hidden = false;
+      box.dataset.state = "ok";
+      status.textContent = "";
+    };
+
+    box.querySelector("form").addEventListener("submit", (event) => event.preventDefault());
+    box.querySelector("form").addEventListener("input", update);
+    box.querySelector("form").addEventListener("change", update);
+    update();
+  };
+
+  const start = () => document.querySelectorAll(".mha-cache-size").forEach(mount);
+  if (window.document$) window.document$.subscribe(start);
+  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
