@@ -496,6 +496,45 @@ def table_targets(results: dict, language: str) -> str:
     return markdown_table(header, rows, "left") + "\n\n" + intro + "\n\n" + "\n".join(reasons)
 
 
+def table_mla(results: dict, language: str) -> str:
+    """Time per decoding step and cache bytes per position, one row per length and attention."""
+    header = [
+        "L",
+        tr(language, "attention", "注意力"),
+        tr(language, "one step (ms)", "一步（毫秒）"),
+        tr(language, "cache bytes per position", "缓存每个位置的字节数"),
+    ]
+    rows = [
+        [
+            str(r["seq_len"]),
+            r["impl"],
+            number(r["step_ms"]),
+            f"{r['cache_bytes_per_position']:.0f}",
+        ]
+        for r in results["mla"]
+    ]
+    return markdown_table(header, rows)
+
+
+def table_mla_absorb(results: dict, language: str) -> str:
+    header = [
+        "L",
+        tr(language, "expanded (ms)", "展开（毫秒）"),
+        tr(language, "absorbed (ms)", "吸收（毫秒）"),
+        tr(language, "speed-up", "加速倍数"),
+    ]
+    rows = [
+        [
+            str(r["seq_len"]),
+            number(r["expanded_ms"]),
+            number(r["absorbed_ms"]),
+            number(r["speedup"]) + "×",
+        ]
+        for r in results["mla_absorb"]
+    ]
+    return markdown_table(header, rows)
+
+
 TABLES = {
     "machine": table_machine,
     "forward": lambda r, lang: pivot(main_rows(r["forward"]), "median_ms", lang),
@@ -508,6 +547,8 @@ TABLES = {
     "memory-masked": table_memory_masked,
     "decode": table_decode,
     "generate": table_generate,
+    "mla": table_mla,
+    "mla-absorb": table_mla_absorb,
     "gqa": table_gqa,
     "targets": table_targets,
 }

@@ -41,6 +41,7 @@ log = logging.getLogger("mkdocs.plugins.mha_site.search_language")
 
 CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
 BASE = re.compile(r'("base":\s*)"([^"\\]*)"')
+WHITESPACE = re.compile(r"\s{2,}")
 
 
 def languages(config) -> tuple[str | None, list[str]]:
@@ -76,6 +77,10 @@ def on_post_build(config, **kwargs):
         docs = [d for d in index["docs"] if language_of(d["location"], others) is None]
         target = index_path
     target.parent.mkdir(parents=True, exist_ok=True)
+    for doc in docs:
+        # The text keeps the HTML's indentation ("   <code>"); search splits words on any run of
+        # whitespace, so one space says the same in fewer bytes (2% of the index).
+        doc["text"] = WHITESPACE.sub(" ", doc["text"])
     data = {**index, "docs": docs}
     # UTF-8 as it is, not \uXXXX escapes: a Chinese character takes 3 bytes instead of 6, and the
     # zh index (jieba's words joined by U+200B) shrinks by a third. JSON is read as UTF-8.

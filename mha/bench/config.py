@@ -57,6 +57,8 @@ class Config:
     dtype: str = "float32"
     generate_steps: int = 200
     """The positions the generation case adds to each prompt."""
+    mla_seq_lens: tuple[int, ...] = (256, 1024, 4096, 8192)
+    """The lengths the MLA decoding case holds in its caches (plus the one it decodes)."""
 
     def reps(self, seq: int, base: int | None = None) -> int:
         """Rounds at this length: more at short lengths, where one call takes milliseconds and a
@@ -139,4 +141,5 @@ QUICK = dataclasses.replace(
     warmup=1,
     memory_side_by_side=True,
     generate_steps=8,
+    mla_seq_lens=(16, 32),
 )

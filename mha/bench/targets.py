@@ -84,7 +84,7 @@ class Target:
     metric: str
     """The row's field it checks."""
     op: str
-    """``<=`` or ``>=``."""
+    """``<=``, ``>=`` or ``==`` (a count that must come out exactly)."""
     bound: float
     row: Row
     """What it depends on."""
@@ -94,7 +94,9 @@ class Target:
     """Written after the bound: ``<= 0.25 (saves 3/4)``."""
 
     def met(self, value: float) -> bool:
-        return value <= self.bound if self.op == "<=" else value >= self.bound
+        return {"<=": value <= self.bound, ">=": value >= self.bound, "==": value == self.bound}[
+            self.op
+        ]
 
 
 @dataclass(frozen=True)
@@ -250,6 +252,30 @@ def _decode(results: dict, d: dict, target: Target) -> Text:
     )
 
 
+def _mla_cache(results: dict, row: dict, target: Target) -> Text:
+    return (
+        f"the latent cache holds {row['cache_bytes_per_position']:.0f} bytes per position, not "
+        "kv_lora_rank + qk_rope_head_dim numbers: it holds something else than the latent and "
+        "the rotary key part",
+        f"潜在向量缓存每个位置存了 {row['cache_bytes_per_position']:.0f} 字节，不是 "
+        "kv_lora_rank + qk_rope_head_dim 个数：它存了潜在向量和旋转键之外的东西",
+    )
+
+
+def _absorb(results: dict, row: dict, target: Target) -> Text:
+    wins = [r["seq_len"] for r in results["mla_absorb"] if r["speedup"] >= 1]
+    return (
+        f"at seq_len {row['seq_len']} absorbed decoding takes {row['absorbed_ms']:.2f} ms against "
+        f"{row['expanded_ms']:.2f} ms expanded; absorbing saves the up-projection of the whole "
+        "cache at each step and pays for wider keys and a per-head multiplication of the query"
+        + (f"; it wins from seq_len {wins[0]} on" if wins else "; it won at no length measured"),
+        f"seq_len {row['seq_len']} 时吸收的解码用时 {row['absorbed_ms']:.2f} ms，展开的用时 "
+        f"{row['expanded_ms']:.2f} ms；吸收省下了每一步把整个缓存升维的计算，代价是更宽的键和每个头"
+        "对查询多做一次乘法"
+        + (f"；从 seq_len {wins[0]} 起它更快" if wins else "；测过的长度里它都不更快"),
+    )
+
+
 def _gqa(results: dict, row: dict, target: Target) -> Text:
     return (
         "the cache holds more than kv_heads heads of keys and values",
@@ -355,6 +381,29 @@ TARGETS = (
         reason=_decode,
     ),
     GQA_CACHE,
+    Target(
+        name=(
+            "MLA cache bytes per position / the formula (kv_lora_rank + qk_rope_head_dim)",
+            "MLA 缓存每个位置的字节数 / 公式（kv_lora_rank + qk_rope_head_dim）",
+        ),
+        metric="cache_vs_formula",
+        op="==",
+        bound=1.0,
+        row=Row("mla", impl="mla-absorbed"),
+        reason=_mla_cache,
+        label=(" (exactly)", "（恰好相等）"),
+    ),
+    Target(
+        name=(
+            "MLA decoding, expanded time / absorbed time at seq_len {seq_len}",
+            "seq_len {seq_len} 时 MLA 解码展开用时 / 吸收用时",
+        ),
+        metric="speedup",
+        op=">=",
+        bound=1.0,
+        row=Row("mla_absorb", impl=None, seq_len=4096),
+        reason=_absorb,
+    ),
 )
 """Every target, in the order the report and the page list them."""
 

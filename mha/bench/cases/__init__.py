@@ -14,10 +14,10 @@ A case is a module with:
 
 from __future__ import annotations
 
-from mha.bench.cases import backward, decode, forward, generate, gqa, memory, parts
+from mha.bench.cases import backward, decode, forward, generate, gqa, memory, mla, parts
 from mha.bench.context import Context
 
-CASES = (forward, parts, backward, decode, generate, gqa, memory)
+CASES = (forward, parts, backward, decode, generate, mla, gqa, memory)
 
 
 def run(context: Context, cases=CASES) -> dict:
