@@ -378,12 +378,18 @@ class MLA(nn.Module):
             W_uv = W_ukv[:, self.nope_dims :]  # [heads_num, v_dims, kv_rank]
             q_latent = torch.matmul(q_nope, W_uk)  # [batch_size, heads_num, q_len, kv_rank]
             query = torch.cat([q_latent, q_rope], dim=-1)  # [batch_size, heads_num, q_len, kv_rank + rope_dims]
-            # 键只有一个"头"：潜在向量接上旋转键，所有查询头共用（enable_gqa）
-            # The keys have one "head": latent then rotary key, shared by every query head
+            # 键只有一个“头”：潜在向量接上旋转键，所有查询头共用。于是把各查询头并进查询的位置这一维，
+            # 一次算完（多查询注意力的做法；CPU 上 enable_gqa 会先把键复制到每个头）
+            # The keys have one "head": latent then rotary key, shared by every query head. So the
+            # query heads fold into the query positions and one call does them all (multi-query
+            # attention's way; on the CPU, enable_gqa would first copy the keys to every head)
             keys = torch.cat([latent, k_rope], dim=-1)[:, None]  # [batch_size, 1, k_len, kv_rank + rope_dims]
-            out = F.scaled_dot_product_attention(
-                query, keys, latent[:, None], attn_mask=mask, scale=self.scale, enable_gqa=True
-            )  # [batch_size, heads_num, q_len, kv_rank]
+            query = query.reshape(b, 1, self.heads_num * q_len, -1)  # [batch_size, 1, heads_num * q_len, kv_rank + rope_dims]
+            if mask is not None:
+                mask = mask.expand(b, self.heads_num, q_len, keys.size(2))  # [batch_size, heads_num, q_len, k_len]
+                mask = mask.reshape(b, 1, self.heads_num * q_len, -1)  # [batch_size, 1, heads_num * q_len, k_len]
+            out = F.scaled_dot_product_attention(query, keys, latent[:, None], attn_mask=mask, scale=self.scale)  # [batch_size, 1, heads_num * q_len, kv_rank]
+            out = out.view(b, self.heads_num, q_len, -1)  # [batch_size, heads_num, q_len, kv_rank]
             out = torch.matmul(out, W_uv.transpose(1, 2))  # [batch_size, heads_num, q_len, v_dims]
         else:
             # 展开：每个头的键（不含位置的部分）和值从潜在向量升维得到，旋转键复制到每个头
@@ -406,7 +412,7 @@ class MLA(nn.Module):
         """``attn_mask`` and the causal mask combined (``None`` if neither)."""
         if attn_mask is not None and attn_mask.dtype != torch.bool:
             attn_mask = _float_mask_as(attn_mask, x.dtype)  # [..., k_len]
-        if not is_causal:
-            return attn_mask
+        if not is_causal or (attn_mask is None and q_len == 1):
+            return attn_mask  # a single (newest) query under the causal mask alone sees every key
         return _and_causal(attn_mask, causal_mask(q_len, k_len, device=x.device))
 
