@@ -365,7 +365,6 @@ class MLA(nn.Module):
             cache.append(latent, k_rope, queries=q)
             latent = cache.latent  # [batch_size, k_len, kv_rank]
             k_rope = cache.rope_keys  # [batch_size, k_len, rope_dims]
-        mask = self._mask(attn_mask, is_causal, q_len, latent.size(1), x)  # [..., k_len]
 
         # 升维矩阵按头拆开：每个头的键（不含位置的部分）和值各一块
         # The up-projection per head: one block for its key (without position), one for its value
@@ -378,18 +377,25 @@ class MLA(nn.Module):
             W_uv = W_ukv[:, self.nope_dims :]  # [heads_num, v_dims, kv_rank]
             q_latent = torch.matmul(q_nope, W_uk)  # [batch_size, heads_num, q_len, kv_rank]
             query = torch.cat([q_latent, q_rope], dim=-1)  # [batch_size, heads_num, q_len, kv_rank + rope_dims]
-            # 键只有一个“头”：潜在向量接上旋转键，所有查询头共用。于是把各查询头并进查询的位置这一维，
-            # 一次算完（多查询注意力的做法；CPU 上 enable_gqa 会先把键复制到每个头）
-            # The keys have one "head": latent then rotary key, shared by every query head. So the
-            # query heads fold into the query positions and one call does them all (multi-query
-            # attention's way; on the CPU, enable_gqa would first copy the keys to every head)
+            # 键只有一个“头”：潜在向量接上旋转键，所有查询头共用
+            # The keys have one "head": latent then rotary key, shared by every query head
             keys = torch.cat([latent, k_rope], dim=-1)[:, None]  # [batch_size, 1, k_len, kv_rank + rope_dims]
-            query = query.reshape(b, 1, self.heads_num * q_len, -1)  # [batch_size, 1, heads_num * q_len, kv_rank + rope_dims]
-            if mask is not None:
-                mask = mask.expand(b, self.heads_num, q_len, keys.size(2))  # [batch_size, heads_num, q_len, k_len]
-                mask = mask.reshape(b, 1, self.heads_num * q_len, -1)  # [batch_size, 1, heads_num * q_len, k_len]
-            out = F.scaled_dot_product_attention(query, keys, latent[:, None], attn_mask=mask, scale=self.scale)  # [batch_size, 1, heads_num * q_len, kv_rank]
-            out = out.view(b, self.heads_num, q_len, -1)  # [batch_size, heads_num, q_len, kv_rank]
+            if attn_mask is None and (not is_causal or q_len == 1):
+                # 没有掩码（比如解码的一步）：把各查询头并进查询的位置这一维，一次算完（多查询注意力的
+                # 做法；CPU 上 enable_gqa 会先把键复制到每个头）
+                # No mask (a decoding step, say): the query heads fold into the query positions
+                # and one call does them all (multi-query attention's way; on the CPU,
+                # enable_gqa would first copy the keys to every head)
+                query = query.reshape(b, 1, self.heads_num * q_len, -1)  # [batch_size, 1, heads_num * q_len, kv_rank + rope_dims]
+                out = F.scaled_dot_product_attention(query, keys, latent[:, None], scale=self.scale)  # [batch_size, 1, heads_num * q_len, kv_rank]
+                out = out.view(b, self.heads_num, q_len, -1)  # [batch_size, heads_num, q_len, kv_rank]
+            else:
+                # 有掩码：键和值按头展开成视图（不复制），掩码原样使用
+                # With a mask: keys and values expanded to the heads as views (no copy), the mask
+                # as it is
+                keys = keys.expand(-1, self.heads_num, -1, -1)  # [batch_size, heads_num, k_len, kv_rank + rope_dims]
+                latents = latent[:, None].expand(-1, self.heads_num, -1, -1)  # [batch_size, heads_num, k_len, kv_rank]
+                out = self._attend(query, keys, latents, attn_mask, is_causal)  # [batch_size, heads_num, q_len, kv_rank]
             out = torch.matmul(out, W_uv.transpose(1, 2))  # [batch_size, heads_num, q_len, v_dims]
         else:
             # 展开：每个头的键（不含位置的部分）和值从潜在向量升维得到，旋转键复制到每个头
@@ -402,9 +408,20 @@ class MLA(nn.Module):
             k_rope = k_rope[:, None].expand(-1, self.heads_num, -1, -1)  # [batch_size, heads_num, k_len, rope_dims]
             k = torch.cat([k_nope, k_rope], dim=-1)  # [batch_size, heads_num, k_len, nope_dims + rope_dims]
             query = torch.cat([q_nope, q_rope], dim=-1)  # [batch_size, heads_num, q_len, nope_dims + rope_dims]
-            out = F.scaled_dot_product_attention(query, k, v, attn_mask=mask, scale=self.scale)  # [batch_size, heads_num, q_len, v_dims]
+            out = self._attend(query, k, v, attn_mask, is_causal)  # [batch_size, heads_num, q_len, v_dims]
         out = out.transpose(1, 2).reshape(b, q_len, self.heads_num * self.v_dims)  # [batch_size, q_len, heads_num * v_dims]
         return self.W_o(out)
+
+    def _attend(
+        self, query: Tensor, keys: Tensor, values: Tensor, attn_mask: Tensor | None, is_causal: bool
+    ) -> Tensor:
+        """``scaled_dot_product_attention`` with the mask as the caller gave it, and the causal
+        mask alone on a square matrix as the kernel's own ``is_causal`` (no mask tensor built)."""
+        q_len, k_len = query.size(2), keys.size(2)
+        if is_causal and attn_mask is None and q_len == k_len:
+            return F.scaled_dot_product_attention(query, keys, values, is_causal=True, scale=self.scale)
+        mask = self._mask(attn_mask, is_causal, q_len, k_len, query)  # [..., k_len]
+        return F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=self.scale)
 
     def _mask(
         self, attn_mask: Tensor | None, is_causal: bool, q_len: int, k_len: int, x: Tensor

@@ -526,6 +526,7 @@ MLA_RUNS = [
         mask="bool-2d",
         positions="batch",
     ),
+    MlaRun("mla/direct/absorbed/no-mask", q_rank=None, absorb=True),
 ]
 
 
