@@ -507,7 +507,7 @@ def table_mla(results: dict, language: str) -> str:
     rows = [
         [
             str(r["seq_len"]),
-            r["impl"],
+            r["attention"],
             number(r["step_ms"]),
             f"{r['cache_bytes_per_position']:.0f}",
         ]

@@ -57,7 +57,7 @@ class Config:
     dtype: str = "float32"
     generate_steps: int = 200
     """The positions the generation case adds to each prompt."""
-    mla_seq_lens: tuple[int, ...] = (256, 1024, 4096, 8192)
+    mla_seq_lens: tuple[int, ...] = (16, 64, 256, 1024, 4096, 8192)
     """The lengths the MLA decoding case holds in its caches (plus the one it decodes)."""
 
     def reps(self, seq: int, base: int | None = None) -> int:

@@ -389,7 +389,7 @@ TARGETS = (
         metric="cache_vs_formula",
         op="==",
         bound=1.0,
-        row=Row("mla", impl="mla-absorbed"),
+        row=Row("mla_absorb", impl=None, seq_len=4096),
         reason=_mla_cache,
         label=(" (exactly)", "（恰好相等）"),
     ),

@@ -22,12 +22,13 @@ from mha.bench.timing import round_robin
 from mha.full import MHA, KVCache
 from mha.mla import MLA, LatentCache
 
-IMPLS = ("mha", "gqa", "mla-expanded", "mla-absorbed")
+ATTENTIONS = ("mha", "gqa", "mla-expanded", "mla-absorbed")
 
 
 class Row(TypedDict):
     seq_len: int
-    impl: str
+    attention: str
+    """One of ``ATTENTIONS``."""
     step_ms: float
     cache_bytes_per_position: float
     cache_vs_formula: float
@@ -40,6 +41,8 @@ class AbsorbRow(TypedDict):
     absorbed_ms: float
     speedup: float
     """``expanded_ms / absorbed_ms``: above 1 where absorbing wins."""
+    cache_vs_formula: float
+    """MLA's cache bytes per position over the formula's (the same in both modes)."""
 
 
 SECTIONS = {"mla": list[Row], "mla_absorb": list[AbsorbRow]}
@@ -82,7 +85,7 @@ def run(context: Context) -> dict:
         x = torch.randn(c.batch, seq, c.hidden, device=c.device, dtype=c.torch_dtype)
         calls, caches = {}, {}
         with torch.inference_mode():
-            for impl in IMPLS:
+            for impl in ATTENTIONS:
                 model = models["mla" if impl.startswith("mla") else impl]
                 cache = LatentCache() if impl.startswith("mla") else KVCache()
                 options = {"absorb": True} if impl == "mla-absorbed" else {}
@@ -95,7 +98,7 @@ def run(context: Context) -> dict:
 
                 calls[impl], caches[impl] = step, cache
             med = round_robin(calls, DECODE_REPEATS * c.repeats, c.warmup, c.device)
-        for impl in IMPLS:
+        for impl in ATTENTIONS:
             cache = caches[impl]
             held = sum(t.numel() * t.element_size() for t in (cache.keys, cache.values))
             per_position = held / len(cache) / c.batch
@@ -103,7 +106,7 @@ def run(context: Context) -> dict:
             rows.append(
                 Row(
                     seq_len=seq,
-                    impl=impl,
+                    attention=impl,
                     step_ms=med[impl] * 1e3,
                     cache_bytes_per_position=per_position,
                     cache_vs_formula=per_position / expected,
@@ -115,6 +118,7 @@ def run(context: Context) -> dict:
                 expanded_ms=med["mla-expanded"] * 1e3,
                 absorbed_ms=med["mla-absorbed"] * 1e3,
                 speedup=med["mla-expanded"] / med["mla-absorbed"],
+                cache_vs_formula=rows[-1]["cache_vs_formula"],
             )
         )
         context.progress.step(f"mla seq_len {seq}")
@@ -125,7 +129,7 @@ def report(results: dict) -> list[str]:
     lines = ["Decoding one position: MLA against MHA and GQA; MLA absorbed against expanded"]
     for r in results["mla"]:
         lines.append(
-            f"seq_len {r['seq_len']} {r['impl']}: {r['step_ms']:.2f} ms, cache "
+            f"seq_len {r['seq_len']} {r['attention']}: {r['step_ms']:.2f} ms, cache "
             f"{r['cache_bytes_per_position']:.0f} bytes per position ({r['cache_vs_formula']:.2f} "
             "of the formula)"
         )
