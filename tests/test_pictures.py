@@ -89,6 +89,7 @@ DRAWN = {
     **{name: None for name in BENCH},
     "transformer-block": PAGE,
     "rope-turns": None,  # no MHA: RotaryEmbedding(8) turning (1, 0) in each pair
+    "mla-cache": None,  # no MHA: the MLA chapter's module and its LatentCache
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -100,6 +101,7 @@ PAGE_RUNS = {
     "why.md": PAGE,
     "rope.md": None,  # its snippets run RotaryEmbedding and MHA(32, 4, head_size 8)
     "window.md": None,  # its snippets run MHA(16, 4, window=3), the heatmap's, and smaller ones
+    "mla.md": None,  # its snippets run MLA, not MHA
 }
 
 
@@ -390,3 +392,25 @@ def test_the_rope_picture_turns_each_pair_by_its_frequency_per_position():
         for position, (a, b) in enumerate(points):
             angle = position * 10000.0 ** (-2 * pair / 8)
             assert (a, b) == pytest.approx((math.cos(angle), math.sin(angle)), abs=1e-6)
+
+
+def test_the_mla_picture_draws_one_cell_per_number_of_a_real_run():
+    """The MLA chapter's module (4 heads; keys of 6 + 4, values of 5; a latent of 8 and a rotary
+    key part of 4), written here again: one position expands to 4 * (10 + 5) = 60 numbers, and
+    its LatentCache holds 8 + 4 = 12: one cell each, in both languages."""
+    from mha.mla import MLA, LatentCache
+
+    m = MLA(
+        32, 4, q_lora_rank=10, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5
+    )
+    cache = LatentCache()
+    with torch.no_grad():
+        m(torch.randn(1, 1, 32), cache=cache)
+    cached = cache.latent.size(-1) + cache.rope_keys.size(-1)
+    expanded = 4 * (6 + 4 + 5)
+    for language in LANGUAGES:
+        svg = parse("mla-cache", language)
+        cells = [e for e in svg.iter(f"{SVG}rect")]
+        assert len(cells) == expanded + cached == 72, len(cells)
+        title = svg.find(f"{SVG}title").text
+        assert str(expanded) in title and str(cached) in title, title
