@@ -11,8 +11,8 @@ from mha_site.checkers import CHECKERS
 from mha_site.languages import ROOT
 
 TEXT = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
-# The files of the recipes' example (a chapter "rope", a case "prefill"), which do not exist.
-EXAMPLES = ("rope", "prefill")
+# The files of the recipes' example (a chapter "alibi", a case "prefill"), which do not exist.
+EXAMPLES = ("alibi", "prefill")
 
 
 def test_every_path_it_names_exists():
@@ -37,4 +37,4 @@ def test_its_scaffold_command_is_accepted(monkeypatch):
     called = {}
     monkeypatch.setattr(scaffold, "scaffold", lambda *args: called.setdefault("args", args) and [])
     assert scaffold.main(argv) == 0
-    assert called["args"] == ("rope", "Rotary embeddings", "旋转位置编码", "gqa", "rope-angles")
+    assert called["args"] == ("alibi", "Linear biases", "线性偏置", "gqa", "alibi-slopes")
