@@ -78,15 +78,17 @@ def mla_cache_picture(language: str) -> str:
         bold=True,
     )
     y += 8
-    x = 4
+    per_row = 2  # two heads a row, so the picture stays narrow enough for a phone
     for head in range(heads):
+        x = 4 + (head % per_row) * ((key + value) * CELL + GAP)
+        if head and head % per_row == 0:
+            y += CELL + GAP
         for i in range(key + value):
             if i < key:
                 svg.cell(x, y, head)
             else:
                 outlined(svg, x, y, head)
             x += CELL
-        x += GAP
     svg.text(
         4,
         y + CELL + 4 + SMALL,

@@ -497,22 +497,17 @@ def table_targets(results: dict, language: str) -> str:
 
 
 def table_mla(results: dict, language: str) -> str:
-    """Time per decoding step and cache bytes per position, one row per length and attention."""
-    header = [
-        "L",
-        tr(language, "attention", "注意力"),
-        tr(language, "one step (ms)", "一步（毫秒）"),
-        tr(language, "cache bytes per position", "缓存每个位置的字节数"),
-    ]
-    rows = [
-        [
-            str(r["seq_len"]),
-            r["attention"],
-            number(r["step_ms"]),
-            f"{r['cache_bytes_per_position']:.0f}",
-        ]
-        for r in results["mla"]
-    ]
+    """One decoding step (ms) per length and attention, then the cache's bytes per position."""
+    names = list(dict.fromkeys(r["attention"] for r in results["mla"]))
+    header = ["L", *names]
+    by = {(r["seq_len"], r["attention"]): r for r in results["mla"]}
+    seqs = sorted({r["seq_len"] for r in results["mla"]})
+    rows = [[str(q)] + [number(by[q, n]["step_ms"]) for n in names] for q in seqs]
+    last = seqs[-1]
+    rows.append(
+        [tr(language, "cache bytes per position", "缓存每个位置的字节数")]
+        + [f"{by[last, n]['cache_bytes_per_position']:.0f}" for n in names]
+    )
     return markdown_table(header, rows)
 
 
