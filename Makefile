@@ -20,7 +20,9 @@ export NO_MKDOCS_2_WARNING := 1
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup serve build test lint check screenshots
-setup: $(STAMP) $(FONT) $(AXE)
+# The three installs side by side: pip's packages, and the two npm fetches that wait on the network.
+setup:
+	@$(MAKE) --no-print-directory -j3 $(STAMP) $(FONT) $(AXE)
 
 $(FONT):
 	@command -v npm >/dev/null || { echo "npm (Node.js) is needed to fetch the math font $(FONT_PKG)"; exit 1; }
