@@ -13,11 +13,13 @@
   llama3 and YaRN scalings.
 - [`mha.mla`][mha.mla] -- DeepSeek-V2/V3's multi-head latent attention: a cache of latents,
   decoding expanded or with the up-projections absorbed, proven equal to transformers' own.
+- [`mha.tiled`][mha.tiled] -- attention one block of keys at a time with an online softmax
+  (FlashAttention's idea in plain PyTorch), and the rule that merges two partial results.
 - [`mha.decoder`][mha.decoder] -- a decoder-only language model on the full version, and batched
   generation and beam search with its cache.
 - [`mha.checks`][mha.checks] -- the argument checks they share.
 
-``import mha`` imports these eight; ``mha.trace`` and ``mha.bench`` are imported by name:
+``import mha`` imports these nine; ``mha.trace`` and ``mha.bench`` are imported by name:
 
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
@@ -26,8 +28,8 @@
 """
 
 # ``import mha`` then ``mha.full``: the public modules are attributes of the package.
-from mha import annotated, checks, decoder, full, interop, mla, pure, rope
+from mha import annotated, checks, decoder, full, interop, mla, pure, rope, tiled
 
-__all__ = ["annotated", "checks", "decoder", "full", "interop", "mla", "pure", "rope"]
+__all__ = ["annotated", "checks", "decoder", "full", "interop", "mla", "pure", "rope", "tiled"]
 
 __version__ = "0.1.0"

@@ -1,5 +1,5 @@
-"""Every shape comment in ``mha/annotated.py``, ``mha/full.py`` and ``mha/mla.py`` is true: read
-them, run, compare.
+"""Every shape comment in ``mha/annotated.py``, ``mha/full.py``, ``mha/mla.py`` and ``mha/tiled.py``
+is true: read them, run, compare.
 
 A shape comment is a trailing ``# [batch_size, seq_len, ...]`` on an assignment line of a method of
 the class ``MHA`` (``MLA`` in ``mla.py``). ``mha.trace`` reads them from the source text (``ast``
@@ -16,7 +16,8 @@ Sizes are all different within a run (batch 2, seq 3, heads 4, head 5, hidden 20
 class), so a swapped pair of dimensions cannot pass by accident. ``full.py`` runs in several
 configurations (``RUNS``: self- and cross-attention, a prefilled cache, grouped-query attention,
 both paths, ``need_weights``, masks with a fully masked row, ``is_causal``, today's options),
-``mla.py`` in both query paths and both decoding modes (``MLA_RUNS``), so a comment that only
+``mla.py`` in both query paths and both decoding modes (``MLA_RUNS``), ``tiled.py`` with and
+without the causal mask (``TILED_RUNS``), so a comment that only
 holds in one of them is caught, a comment that no configuration checks is a failure, and so is a
 name that equals another name in every run that checks it (``lookalike_gaps``).
 
@@ -39,6 +40,7 @@ from torch import Tensor
 import mha.annotated
 import mha.full
 import mha.mla
+import mha.tiled
 from mha.rope import RotaryEmbedding
 from mha.trace import Assignment, assignments, named_sizes, trace_locals
 from mha_site.languages import ROOT
@@ -530,6 +532,31 @@ MLA_RUNS = [
 ]
 
 
+@dataclass(frozen=True)
+class TiledRun:
+    """One call of ``mha.tiled.TiledAttention`` (its keys a whole number of blocks, so every
+    block has ``block`` keys)."""
+
+    name: str
+    is_causal: bool
+    class_name: ClassVar[str] = "TiledAttention"
+
+    def dims(self) -> dict[str, int]:
+        return dict(batch_size=2, heads_num=4, q_len=5, k_len=9, head_size=6, v_size=7, block=3)
+
+    def call(self, namespace: dict) -> Call:
+        d = self.dims()
+        torch.manual_seed(0)
+        q = torch.randn(d["batch_size"], d["heads_num"], d["q_len"], d["head_size"])
+        k = torch.randn(d["batch_size"], d["heads_num"], d["k_len"], d["head_size"])
+        v = torch.randn(d["batch_size"], d["heads_num"], d["k_len"], d["v_size"])
+        model = namespace["TiledAttention"](d["block"])
+        return Call(model, q, None, dict(k=k, v=v, is_causal=self.is_causal))
+
+
+TILED_RUNS = [TiledRun("tiled/causal", True), TiledRun("tiled/plain", False)]
+
+
 @dataclass
 class FullReport:
     """The runs' reports, and the comments no run checked."""
@@ -666,6 +693,11 @@ def check() -> list[str]:
     found += [located(path, m) for m in report.failures]
     assigned, _ = assignments(full)
     found += [located(path, m) for m in lookalike_gaps(report, assigned, RUNS, full)]
+    tiled, path = inspect.getsource(mha.tiled), _path(mha.tiled)
+    report = check_full(tiled, vars(mha.tiled), TILED_RUNS)
+    found += [located(path, m) for m in report.failures]
+    assigned, _ = assignments(tiled, "TiledAttention")
+    found += [located(path, m) for m in lookalike_gaps(report, assigned, TILED_RUNS, tiled)]
     mla, path = inspect.getsource(mha.mla), _path(mha.mla)
     report = check_full(mla, vars(mha.mla), MLA_RUNS)
     found += [located(path, m) for m in report.failures]
