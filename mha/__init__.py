@@ -15,11 +15,13 @@
   decoding expanded or with the up-projections absorbed, proven equal to transformers' own.
 - [`mha.tiled`][mha.tiled] -- attention one block of keys at a time with an online softmax
   (FlashAttention's idea in plain PyTorch), and the rule that merges two partial results.
+- [`mha.parallel`][mha.parallel] -- attention across devices on ``torch.distributed``: the
+  sequence split across ranks (ring attention).
 - [`mha.decoder`][mha.decoder] -- a decoder-only language model on the full version, and batched
   generation and beam search with its cache.
 - [`mha.checks`][mha.checks] -- the argument checks they share.
 
-``import mha`` imports these nine; ``mha.trace`` and ``mha.bench`` are imported by name:
+``import mha`` imports these ten; ``mha.trace`` and ``mha.bench`` are imported by name:
 
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
@@ -28,8 +30,19 @@
 """
 
 # ``import mha`` then ``mha.full``: the public modules are attributes of the package.
-from mha import annotated, checks, decoder, full, interop, mla, pure, rope, tiled
+from mha import annotated, checks, decoder, full, interop, mla, parallel, pure, rope, tiled
 
-__all__ = ["annotated", "checks", "decoder", "full", "interop", "mla", "pure", "rope", "tiled"]
+__all__ = [
+    "annotated",
+    "checks",
+    "decoder",
+    "full",
+    "interop",
+    "mla",
+    "parallel",
+    "pure",
+    "rope",
+    "tiled",
+]
 
 __version__ = "0.1.0"
