@@ -16,7 +16,7 @@
 - [`mha.tiled`][mha.tiled] -- attention one block of keys at a time with an online softmax
   (FlashAttention's idea in plain PyTorch), and the rule that merges two partial results.
 - [`mha.parallel`][mha.parallel] -- attention across devices on ``torch.distributed``: the
-  sequence split across ranks (ring attention).
+  heads split across ranks (tensor parallelism) and the sequence (ring attention).
 - [`mha.decoder`][mha.decoder] -- a decoder-only language model on the full version, and batched
   generation and beam search with its cache.
 - [`mha.checks`][mha.checks] -- the argument checks they share.
