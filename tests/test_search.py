@@ -358,3 +358,19 @@ def test_search_stays_in_the_readers_language_and_finds_every_page(
         pages = [page_of(re.sub(r"\?[^#]*", "", link)).removeprefix(prefix) for link in links]
         first = list(dict.fromkeys(pages))[:10]
         assert page_path(DEFAULT, "glossary.md") in first, f"{lang}: {query}: {first}"
+
+
+def test_dropping_redundant_word_breaks_keeps_every_word(built_site):
+    """The zh index without the word breaks that sit beside a separator (search_language's
+    REDUNDANT_BREAK) splits into the same words, by the index's own separator, tags dropped."""
+    from mha_site.search_language import REDUNDANT_BREAK
+
+    split = separator(built_site)
+    words = lambda text: [w for w in split.split(re.sub(r"<[^>]+>", " ", text)) if w]  # noqa: E731
+    index = json.loads((built_site / "zh" / "search" / "search_index.json").read_text("utf-8"))
+    texts = [doc["text"] for doc in index["docs"]]
+    assert not any(REDUNDANT_BREAK.search(t) for t in texts)  # the built index has none left
+    head = "\u200b多头\u200b注意力\u200b，\u200b的\u200b <code>x</code>"
+    sample = head + "\u200b论文\u200b（\u200bL\u200b）"
+    assert words(REDUNDANT_BREAK.sub("", sample)) == words(sample)
+    assert "\u200b论文" in REDUNDANT_BREAK.sub("", sample)  # beside a tag: kept
