@@ -46,10 +46,8 @@ WHITESPACE = re.compile(r"\s{2,}")
 # punctuation of the search separator in mkdocs.yml) or at either end: the same words without
 # them, and each is 3 bytes. Not beside a tag: search drops the tags, and the break may be all
 # that is left between two words.
-_BREAKS = "\\s\u3000\\-,:;!?=\\[\\]()\"`/、。，．？！；：（）“”‘’《》"
-REDUNDANT_BREAK = re.compile(
-    f"\u200b+(?=[{_BREAKS}])|(?<=[{_BREAKS}])\u200b+|^\u200b+|\u200b+$"
-)
+_BREAKS = '\\s\u3000\\-,:;!?=\\[\\]()"`/、。，．？！；：（）“”‘’《》'
+REDUNDANT_BREAK = re.compile(f"\u200b+(?=[{_BREAKS}])|(?<=[{_BREAKS}])\u200b+|^\u200b+|\u200b+$")
 
 
 def languages(config) -> tuple[str | None, list[str]]:
