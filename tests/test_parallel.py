@@ -1,30 +1,81 @@
-"""``mha.parallel.ring_attention`` on 2 and 4 gloo processes equals attention in one process.
+"""``mha.parallel`` on 2 and 4 gloo processes equals one process.
 
-Each test forks ``world`` processes (forked from the test's own, so torch is not imported again),
-which join a gloo group through a file store, build the same whole sequence from one seed, keep
-their slice of it, run ``ring_attention`` and save their slice of the output; the test joins the
-slices and compares them with ``scaled_dot_product_attention`` over the whole sequence.
+Each test runs its ranks with ``mha.parallel.launch`` (processes forked from the test's own, so
+torch is not imported again, joined in a gloo group through a file store); every rank builds the
+same model and inputs from one seed, keeps its part, and returns what it computed; the test
+compares it with the same computation in one process.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+from collections.abc import Iterator
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from support import assert_close
 
-from mha import parallel
 from mha.full import MHA, KVCache
-from mha.parallel import ring_attention, shard_heads
+from mha.parallel import (
+    example,
+    head_ranges,
+    heads_on_rank,
+    launch,
+    ring_attention,
+    ring_schedule,
+    shard_heads,
+)
 from mha.rope import RotaryEmbedding
 
 pytestmark = pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(), reason="no gloo backend in this torch"
 )
+
+
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "broadcast",
+    "gather",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "scatter",
+    "send",
+    "recv",
+    "batch_isend_irecv",
+)  # fmt: skip; not isend and irecv, which P2POp checks by identity
+
+
+@contextlib.contextmanager
+def collectives() -> Iterator[dict[str, int]]:
+    """Counts the calls of ``torch.distributed``'s communication functions inside it, by name.
+    (A dispatch mode such as ``CommDebugMode`` would see the operations themselves, but its first
+    use costs seconds in every forked rank, and its module tracking fails on a module called twice
+    inside it in this torch.)"""
+    counts: dict[str, int] = {}
+    saved = {name: getattr(dist, name) for name in COLLECTIVES}
+
+    def counted(name, fn):
+        def call(*args, **kwargs):
+            counts[name] = counts.get(name, 0) + 1
+            return fn(*args, **kwargs)
+
+        return call
+
+    for name, fn in saved.items():
+        setattr(dist, name, counted(name, fn))
+    try:
+        yield counts
+    finally:
+        for name, fn in saved.items():
+            setattr(dist, name, fn)
+
 
 SHAPE = (2, 3, 12, 5)  # batch_size, heads_num, positions (divisible by 2 and 4), head_size
 
@@ -34,36 +85,39 @@ def whole(seed: int, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     return tuple(torch.randn(SHAPE, dtype=dtype) for _ in range(3))
 
 
-def rank_main(rank: int, world: int, folder: str, is_causal: bool, dtype: torch.dtype) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"file://{folder}/store", rank=rank, world_size=world
-    )
-    try:
-        q, k, v = whole(0, dtype)
-        n = SHAPE[2] // world
-        mine = slice(rank * n, (rank + 1) * n)
+def ring_rank(rank: int, world: int, is_causal: bool) -> tuple[torch.Tensor, dict]:
+    q, k, v = whole(0, torch.float64)
+    n = SHAPE[2] // world
+    mine = slice(rank * n, (rank + 1) * n)
+    with collectives() as comms:
         out = ring_attention(
             q[:, :, mine], k[:, :, mine], v[:, :, mine], is_causal=is_causal, block_size=2
         )
-        torch.save(out, os.path.join(folder, f"{rank}.pt"))
-    finally:
-        dist.destroy_process_group()
+    return out, comms
 
 
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_ring_attention_equals_one_process(tmp_path, world, is_causal):
-    dtype = torch.float64
-    mp.start_processes(
-        rank_main,
-        args=(world, str(tmp_path), is_causal, dtype),
-        nprocs=world,
-        start_method="fork",
-    )
-    out = torch.cat([torch.load(tmp_path / f"{r}.pt") for r in range(world)], dim=2)
-    q, k, v = whole(0, dtype)
+def test_ring_attention_equals_one_process(world, is_causal):
+    ranks = launch(ring_rank, world, is_causal)
+    out = torch.cat([out for out, _ in ranks], dim=2)
+    q, k, v = whole(0, torch.float64)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))
+    # point to point only, one batch of sends and receives per step but the last: no rank
+    # gathers the whole sequence
+    assert all(comms == {"batch_isend_irecv": world - 1} for _, comms in ranks), ranks[0][1]
+
+
+def test_ring_schedule_skips_the_later_ranks_under_the_causal_mask():
+    assert ring_schedule(4, 0, is_causal=True) == [
+        (0, "causal"),
+        (3, "skip"),
+        (2, "skip"),
+        (1, "skip"),
+    ]
+    assert ring_schedule(3, 1) == [(1, "whole"), (0, "whole"), (2, "whole")]
+    with pytest.raises(ValueError, match=r"rank must be in 0 to world - 1 = 1, got 2"):
+        ring_schedule(2, 2)
 
 
 def test_without_a_process_group_it_is_one_rank():
@@ -72,6 +126,15 @@ def test_without_a_process_group_it_is_one_rank():
         ring_attention(q, k, v, is_causal=True),
         F.scaled_dot_product_attention(q, k, v, is_causal=True),
     )
+
+
+def test_ring_attention_refuses_to_record_gradients_it_would_get_wrong():
+    q, k, v = whole(1, torch.float32)
+    k.requires_grad_()
+    with pytest.raises(RuntimeError, match=r"ring_attention is forward-only"):
+        ring_attention(q, k, v)
+    with torch.no_grad():  # the forward alone is fine
+        assert ring_attention(q, k, v).shape == SHAPE
 
 
 # ---- heads across ranks ------------------------------------------------------------------------
@@ -88,69 +151,92 @@ def model_of(kv_heads: int, **options) -> MHA:
     return model
 
 
-def sharded_main(rank, world, folder, kv_heads, options):
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"file://{folder}/store", rank=rank, world_size=world
-    )
-    try:
-        calls = []
-        reduce = parallel._reduce
-        parallel._reduce = lambda t, g: calls.append(1) or reduce(t, g)
-        model = model_of(kv_heads, **options)
+def inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(4)
+    return torch.randn(2, 5, HIDDEN, dtype=torch.float64), torch.rand(2, 1, 5, 5) < 0.8
+
+
+def sharded_rank(rank, world, kv_heads, options, mesh):
+    model = model_of(kv_heads, **options)
+    if mesh:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        sharded = shard_heads(model, init_device_mesh("cpu", (world,)))
+    else:
         sharded = shard_heads(model)
-        torch.manual_seed(4)
-        x = torch.randn(2, 5, HIDDEN, dtype=torch.float64)
-        mask = torch.rand(2, 1, 5, 5) < 0.8
-        with torch.no_grad():
-            plain = sharded(x)
-            masked = sharded(x, attn_mask=mask)
-            cache = KVCache()
-            prefill = sharded(x[:, :4], is_causal=True, cache=cache)
-            step = sharded(x[:, 4:], is_causal=True, cache=cache)
-        torch.save(
-            dict(
-                plain=plain,
-                masked=masked,
-                prefill=prefill,
-                step=step,
-                calls=len(calls),
-                held=tuple(cache.keys.shape),
-            ),
-            os.path.join(folder, f"{rank}.pt"),
-        )
-    finally:
-        dist.destroy_process_group()
+    x, mask = inputs()
+    with torch.no_grad(), collectives() as comms:
+        plain = sharded(x)
+        masked = sharded(x, attn_mask=mask)
+        cache = KVCache()
+        prefill = sharded(x[:, :4], is_causal=True, cache=cache)
+        step = sharded(x[:, 4:], is_causal=True, cache=cache)
+    # training: every rank's loss is the same function of the same output
+    x = x.clone().requires_grad_()
+    sharded.train(), sharded(x, is_causal=True).square().sum().backward()
+    local = sharded.local
+    return dict(
+        plain=plain,
+        masked=masked,
+        prefill=prefill,
+        step=step,
+        comms=comms,
+        held=tuple(cache.keys.shape),
+        x_grad=x.grad,
+        grads={n: p.grad for n, p in local.named_parameters()},
+    )
 
 
 @pytest.mark.parametrize(
-    ("world", "kv_heads"),
-    [(2, 8), (2, 2), (4, 4), (4, 2), (4, 1)],  # split, or (4 ranks, 2 or 1) shared
+    ("world", "kv_heads", "mesh"),
+    # split, or (4 ranks, 2 or 1) shared; a DeviceMesh in place of the group once
+    [(2, 8, False), (2, 2, True), (4, 4, False), (4, 2, False), (4, 1, False)],
 )
-def test_heads_across_ranks_equal_one_process(tmp_path, world, kv_heads):
+def test_heads_across_ranks_equal_one_process(world, kv_heads, mesh):
     options = dict(bias=True, qk_norm=True, rope=RotaryEmbedding(4))
-    mp.start_processes(
-        sharded_main,
-        args=(world, str(tmp_path), kv_heads, options),
-        nprocs=world,
-        start_method="fork",
-    )
+    ranks = launch(sharded_rank, world, kv_heads, options, mesh)
     model = model_of(kv_heads, **options)
-    torch.manual_seed(4)
-    x = torch.randn(2, 5, HIDDEN, dtype=torch.float64)
-    mask = torch.rand(2, 1, 5, 5) < 0.8
+    x, mask = inputs()
     with torch.no_grad():
         expected = dict(
             plain=model(x), masked=model(x, attn_mask=mask), whole=model(x, is_causal=True)
         )
-    local_kv = kv_heads // world if kv_heads % world == 0 else 1
-    for rank in range(world):
-        got = torch.load(tmp_path / f"{rank}.pt")
+    x = x.clone().requires_grad_()
+    model.train(), model(x, is_causal=True).square().sum().backward()
+    full = dict(model.named_parameters())
+    for rank, got in enumerate(ranks):
         assert_close(got["plain"], expected["plain"])
         assert_close(got["masked"], expected["masked"])
         assert_close(torch.cat([got["prefill"], got["step"]], dim=1), expected["whole"])
-        assert got["calls"] == 4  # one all-reduce per forward
+        # one all-reduce per forward (four forwards), nothing else
+        assert got["comms"] == {"all_reduce": 4}, got["comms"]
+        local_kv = len(head_ranges(HEADS, kv_heads, world, rank)[1])
         assert got["held"] == (2, local_kv, 5, HIDDEN // HEADS)  # this rank's kv heads only
+        # the gradients: the input's whole, each weight's the rows or columns this rank holds;
+        # to float32's rounding, which RMSNorm's statistics use (qk_norm) whatever the dtype, so
+        # a sum taken in another order differs there
+        f32 = torch.float32
+        assert_close(got["x_grad"], x.grad, f32)
+        part = heads_on_rank(model, rank, world)
+        for name, grad in got["grads"].items():
+            if name.startswith(("W_q", "W_o.weight")):
+                d = HIDDEN // HEADS
+                heads = head_ranges(HEADS, kv_heads, world, rank)[0]
+                rows = slice(heads.start * d, heads.stop * d)
+                want = full[name].grad[:, rows] if name == "W_o.weight" else full[name].grad[rows]
+                assert_close(grad, want, f32, msg=name)
+            elif name == "W_o.bias":  # on rank 0 only; the others hold a zero that gets one too
+                assert_close(grad, full[name].grad, f32, msg=name)
+            else:  # k, v rows (shared ones get only this rank's heads' part) and the norms
+                assert grad.shape == dict(part.named_parameters())[name].shape
+
+
+def test_the_parts_of_one_process_sum_to_the_whole():
+    model = model_of(2, bias=True)
+    x, mask = inputs()
+    with torch.no_grad():
+        parts = [heads_on_rank(model, rank, 4)(x, attn_mask=mask) for rank in range(4)]
+        assert_close(sum(parts), model(x, attn_mask=mask))
 
 
 def test_shard_heads_refuses_what_cannot_be_split_by_name(monkeypatch):
@@ -168,3 +254,11 @@ def test_shard_heads_refuses_what_cannot_be_split_by_name(monkeypatch):
     # 12 heads on 4 ranks: 3 a rank; 3 key/value heads serve 4 each: neither split nor shared
     with pytest.raises(ValueError, match=r"kv_heads \(3\) can be neither split .* size \(4\)"):
         shard_heads(MHA(48, 12, kv_heads=3))
+
+
+def test_the_example_reports_each_rank_equal_to_one_process():
+    lines = [line for rank in launch(example, 2) for line in rank]
+    assert lines[0].startswith("rank 0 of 2, heads split: query heads 0-3; W_q [32, 64]")
+    assert lines[6].startswith("rank 1 of 2, sequence split: positions 8-15, q, k, v [2, 8, 8, 8]")
+    checks = [line for line in lines if "equal to one process" in line]
+    assert len(checks) == 4 and all(line.endswith("True") for line in checks), lines

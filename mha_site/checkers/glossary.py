@@ -275,12 +275,16 @@ FINDERS: dict[str, tuple[Callable[..., list[Hit]], str]] = {
 
 
 def module_file(dotted: str) -> Path:
-    """The source file of ``mha.checks.check_sizes``: the longest prefix that is a file."""
+    """The source file of ``mha.checks.check_sizes``: the longest prefix that is a module (a file,
+    or a package's ``__init__.py``)."""
     parts = dotted.split(".")
     for end in range(len(parts), 0, -1):
-        path = ROOT.joinpath(*parts[:end]).with_suffix(".py")
-        if path.is_file():
-            return path
+        for path in (
+            ROOT.joinpath(*parts[:end]).with_suffix(".py"),
+            ROOT.joinpath(*parts[:end], "__init__.py"),
+        ):
+            if path.is_file():
+                return path
     raise LookupError(f"no source file for {dotted}")
 
 
