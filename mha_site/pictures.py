@@ -23,22 +23,28 @@ import functools
 
 from mha_site import (
     pictures_flow,
+    pictures_heads_split,
     pictures_heatmaps,
     pictures_memory,
     pictures_mla,
     pictures_perf,
+    pictures_ring,
     pictures_rope,
+    pictures_tiled,
     pictures_why,
 )
 
 # The generator modules, one per line: a new one is imported and added here (the scaffold does it).
 GENERATORS = (
     pictures_flow,
+    pictures_heads_split,
     pictures_heatmaps,
     pictures_memory,
     pictures_mla,
     pictures_perf,
+    pictures_ring,
     pictures_rope,
+    pictures_tiled,
     pictures_why,
 )
 

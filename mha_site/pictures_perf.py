@@ -109,8 +109,12 @@ def line_plot(
     y_label: str,
     unit: str,
     reference: float | None = None,
+    lines: dict[str, tuple[tuple[str, str], tuple[str, str, str, str]]] | None = None,
 ) -> str:
-    """One line per implementation of ``rows[i][field]`` against ``seq_len``, log-log."""
+    """One line per implementation of ``rows[i][field]`` against ``seq_len``, log-log.
+
+    ``lines`` draws other series than the implementations: ``rows[i]["impl"]`` names one of its
+    keys, each with its label in both languages and its style (as ``STYLE``), in legend order."""
     rows = [r for r in rows if r.get(field) is not None and r[field] > 0]
     if not rows:
         raise ValueError(f"{name}: no positive {field!r} in the results file")
@@ -169,13 +173,20 @@ def line_plot(
     )
     # one line per implementation, points with their number as a tooltip
     legend_y = TOP + HEIGHT + 56
-    for index, impl in enumerate(impl_order(rows)):
-        stroke_cls, text_cls, colour, dash = STYLE.get(impl, UNKNOWN_STYLE)
+    order = (
+        impl_order(rows) if lines is None else [n for n in lines if n in {r["impl"] for r in rows}]
+    )
+    for index, impl in enumerate(order):
+        if lines is None:
+            stroke_cls, text_cls, colour, dash = STYLE.get(impl, UNKNOWN_STYLE)
+            label = impl_label(impl, language)
+        else:
+            stroke_cls, text_cls, colour, dash = lines[impl][1]
+            label = tr(language, *lines[impl][0])
         mine = sorted((r for r in rows if r["impl"] == impl), key=lambda r: r["seq_len"])
         points = [(px(r["seq_len"]), py(r[field])) for r in mine]
         dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         d = " ".join(f"{'M' if i == 0 else 'L'}{x:.1f},{y:.1f}" for i, (x, y) in enumerate(points))
-        label = impl_label(impl, language)
         svg.parts.append(
             f'<path d="{d}" class="{stroke_cls} mha-perf-line" fill="none" stroke="{colour}"'
             f' stroke-width="2"{dash_attr} data-impl="{impl}"/>'
@@ -530,6 +541,43 @@ def table_mla_absorb(results: dict, language: str) -> str:
     return markdown_table(header, rows)
 
 
+def table_tiled_memory(results: dict, language: str) -> str:
+    """The peak growth (MB) of one call per length, written out and tiled."""
+    rows = results["tiled_memory"]
+    names = list(dict.fromkeys(r["attention"] for r in rows))
+    by = {(r["seq_len"], r["attention"]): r["peak_growth_mb"] for r in rows}
+    labels = {"written-out": ("written out (MB)", "完整写出（MB）")}
+    header = ["L"] + [
+        tr(
+            language,
+            *labels.get(n, (f"blocks of {n.split('-')[1]} (MB)", f"每块 {n.split('-')[1]}（MB）")),
+        )
+        for n in names
+    ]
+    seqs = sorted({r["seq_len"] for r in rows})
+    return markdown_table(header, [[str(q)] + [number(by[q, n]) for n in names] for q in seqs])
+
+
+def table_parallel(split: str, results: dict, language: str) -> str:
+    """Each rank's peak growth (and weights, for the heads) and the time, per ranks and length."""
+    rows = [r for r in results["parallel"] if r["split"] == split]
+    header = [
+        tr(language, "ranks", "进程数"),
+        "L",
+        tr(language, "peak growth a rank (MB)", "每个进程的峰值增长（MB）"),
+    ]
+    if split == "heads":
+        header.append(tr(language, "weights a rank (MB)", "每个进程的权重（MB）"))
+    header.append(tr(language, "time (ms)", "用时（毫秒）"))
+    body = []
+    for r in rows:
+        line = [str(r["world"]), str(r["seq_len"]), number(r["peak_growth_mb"])]
+        if split == "heads":
+            line.append(number(r["params_mb"]))
+        body.append([*line, number(r["median_ms"])])
+    return markdown_table(header, body)
+
+
 TABLES = {
     "machine": table_machine,
     "forward": lambda r, lang: pivot(main_rows(r["forward"]), "median_ms", lang),
@@ -545,6 +593,9 @@ TABLES = {
     "mla": table_mla,
     "mla-absorb": table_mla_absorb,
     "gqa": table_gqa,
+    "tiled-memory": table_tiled_memory,
+    "parallel-sequence": lambda r, lang: table_parallel("sequence", r, lang),
+    "parallel-heads": lambda r, lang: table_parallel("heads", r, lang),
     "targets": table_targets,
 }
 

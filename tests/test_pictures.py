@@ -90,6 +90,9 @@ DRAWN = {
     "transformer-block": PAGE,
     "rope-turns": None,  # no MHA: RotaryEmbedding(8) turning (1, 0) in each pair
     "mla-cache": None,  # no MHA: the MLA chapter's module and its LatentCache
+    "tiled-running": PAGE,
+    "heads-split": PAGE,
+    "ring-steps": PAGE,
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -102,6 +105,9 @@ PAGE_RUNS = {
     "rope.md": None,  # its snippets run RotaryEmbedding and MHA(32, 4, head_size 8)
     "window.md": None,  # its snippets run MHA(16, 4, window=3), the heatmap's, and smaller ones
     "mla.md": None,  # its snippets run MLA, not MHA
+    "tiled.md": PAGE,
+    "heads-split.md": PAGE,
+    "ring.md": PAGE,
 }
 
 

@@ -59,6 +59,14 @@ class Config:
     """The positions the generation case adds to each prompt."""
     mla_seq_lens: tuple[int, ...] = (16, 64, 256, 1024, 4096, 8192)
     """The lengths the MLA decoding case holds in its caches (plus the one it decodes)."""
+    tiled_seq_lens: tuple[int, ...] = (512, 1024, 2048, 4096)
+    """The lengths of tiled attention's memory against the written-out scores."""
+    tiled_blocks: tuple[int, ...] = (64, 256)
+    """The blocks of tiled attention measured."""
+    parallel_worlds: tuple[int, ...] = (1, 2, 4)
+    """The ranks the sequence and the heads are split over."""
+    parallel_seq_lens: tuple[int, ...] = (1024, 2048, 4096)
+    """The lengths of the split cases."""
 
     def reps(self, seq: int, base: int | None = None) -> int:
         """Rounds at this length: more at short lengths, where one call takes milliseconds and a
@@ -142,4 +150,6 @@ QUICK = dataclasses.replace(
     memory_side_by_side=True,
     generate_steps=8,
     mla_seq_lens=(16, 32),
+    tiled_seq_lens=(32, 64),
+    parallel_seq_lens=(32, 64),
 )

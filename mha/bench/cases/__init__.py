@@ -14,10 +14,20 @@ A case is a module with:
 
 from __future__ import annotations
 
-from mha.bench.cases import backward, decode, forward, generate, gqa, memory, mla, parts
+from mha.bench.cases import (
+    backward,
+    decode,
+    forward,
+    generate,
+    gqa,
+    memory,
+    mla,
+    parallel,
+    parts,
+)
 from mha.bench.context import Context
 
-CASES = (forward, parts, backward, decode, generate, mla, gqa, memory)
+CASES = (forward, parts, backward, decode, generate, mla, gqa, memory, parallel)
 
 
 def run(context: Context, cases=CASES) -> dict:
