@@ -1,37 +1,105 @@
-"""The pictures of the chapter ring: drawn at build time from a real run of ``mha``."""
+"""The pictures of the chapter ring: drawn at build time from ``mha.parallel``.
+
+``ring-steps``: 4 ranks under the causal mask, from ``ring_schedule``: at each step, whose keys
+each rank holds (the cell's colour is that rank's) and what it does with them: attends them whole,
+with the causal mask, or skips them.
+
+``ring-memory``: each rank's peak memory growth with the sequence split over 1, 2 and 4 ranks,
+from the benchmark's results file (``parallel``).
+"""
 
 from __future__ import annotations
 
-import functools
-
-import torch
-
 from mha_site.languages import tr
-from mha_site.picture_style import FONT, PAGE_RUN, Svg, shape_text
+from mha_site.picture_style import FONT, SMALL, Svg, fill_of, stroke_of
 
-
-@functools.cache
-def run():
-    """The pages' own run: ``MHA(20, 4)`` on ``x`` of shape ``[2, 3, 20]``, and its output."""
-    from mha.annotated import MHA
-
-    torch.manual_seed(0)
-    model = MHA(PAGE_RUN.hidden_size, PAGE_RUN.heads_num)
-    x = torch.randn(*PAGE_RUN.x_shape)
-    return x, model(x)
+WORLD = 4
+CELL_W, CELL_H = 92, 40
 
 
 def ring_steps_picture(language: str) -> str:
-    x, out = run()
+    from mha.parallel import ring_schedule
+
     title = tr(
         language,
-        f"The output has the shape of the input: {shape_text(out.shape)}.",
-        f"输出的形状与输入相同：{shape_text(out.shape)}。",
+        "Ring attention over 4 ranks, causal: at each step every rank holds one rank's keys and "
+        "values, and passes them on to the next rank",
+        "4 个进程上的环形注意力（因果）：每一步，每个进程手上是某一个进程的键和值，"
+        "然后把它们传给下一个进程",
     )
     svg = Svg("ring-steps", title)
-    label = f"x {shape_text(x.shape)} → MHA → out {shape_text(out.shape)}"
-    svg.text(4, 4 + FONT, label, code=True)
+    top, left = 8 + 2 * FONT, 70
+    words = {
+        "whole": tr(language, "whole", "整块"),
+        "causal": tr(language, "causal", "因果掩码"),
+        "skip": tr(language, "skipped", "跳过"),
+    }
+    for step in range(WORLD):
+        x = left + step * (CELL_W + 8)
+        svg.text(
+            x + CELL_W / 2,
+            top - 8,
+            tr(language, f"step {step}", f"第 {step} 步"),
+            anchor="middle",
+            bold=True,
+        )
+    for rank in range(WORLD):
+        y = top + rank * (CELL_H + 8)
+        svg.text(4, y + CELL_H / 2 + 4, tr(language, f"rank {rank}", f"进程 {rank}"))
+        for step, (source, action) in enumerate(ring_schedule(WORLD, rank, is_causal=True)):
+            x = left + step * (CELL_W + 8)
+            fcls, fill = fill_of(source)
+            scls, stroke = stroke_of(source)
+            if action == "skip":
+                svg.rect(x, y, CELL_W, CELL_H, scls, "none", stroke, dashed=True)
+            else:
+                svg.rect(x, y, CELL_W, CELL_H, f"{fcls} {scls}", fill, stroke)
+            held = tr(language, f"keys of {source}", f"进程 {source} 的键")
+            svg.text(x + CELL_W / 2, y + 16, held, anchor="middle", size=SMALL)
+            svg.text(
+                x + CELL_W / 2,
+                y + 32,
+                words[action],
+                anchor="middle",
+                size=SMALL,
+                bold=action != "skip",
+            )
+    bottom = top + WORLD * (CELL_H + 8) + 12
+    svg.text(
+        4,
+        bottom,
+        tr(
+            language,
+            "Rank r holds positions r × L/4 to (r + 1) × L/4 - 1; keys of a later rank are all "
+            "in its queries' future.",
+            "进程 r 持有位置 r × L/4 到 (r + 1) × L/4 - 1；后面进程的键全在它的查询之后。",
+        ),
+        size=SMALL,
+    )
     return str(svg)
 
 
-PICTURES = {"ring-steps": ring_steps_picture}
+LINES = {
+    1: (("1 rank", "1 个进程"), ("mha-accent", "mha-accent", "#c2185b", "1 3")),
+    2: (("2 ranks", "2 个进程"), ("mha-s1", "mha-t1", "#a14a00", "2 2")),
+    4: (("4 ranks", "4 个进程"), ("mha-s2", "mha-t2", "#17724a", "")),
+}
+
+
+def ring_memory_picture(language: str) -> str:
+    from mha_site.pictures_perf import line_plot, load
+
+    rows = [dict(r, impl=r["world"]) for r in load()["parallel"] if r["split"] == "sequence"]
+    return line_plot(
+        "ring-memory",
+        language,
+        rows,
+        "peak_growth_mb",
+        tr(language, "Each rank's peak memory against L", "每个进程的峰值内存随 L 的变化"),
+        tr(language, "peak growth a rank (MB)", "每个进程的峰值增长（MB）"),
+        "MB",
+        lines=LINES,
+    )
+
+
+PICTURES = {"ring-steps": ring_steps_picture, "ring-memory": ring_memory_picture}

@@ -258,7 +258,10 @@ def test_shard_heads_refuses_what_cannot_be_split_by_name(monkeypatch):
 
 def test_the_example_reports_each_rank_equal_to_one_process():
     lines = [line for rank in launch(example, 2) for line in rank]
-    assert lines[0].startswith("rank 0 of 2, heads split: query heads 0-3; W_q [32, 64]")
-    assert lines[6].startswith("rank 1 of 2, sequence split: positions 8-15, q, k, v [2, 8, 8, 8]")
+    assert lines[0] == "rank 0 of 2, heads split: query heads 0-3, key/value head 0"
+    assert lines[1] == "  W_q [32, 64], W_k [8, 64], W_v [8, 64], W_o [64, 32]"
+    assert lines[9] == "rank 1 of 2, sequence split: positions 8-15, q, k, v [2, 8, 8, 8]"
+    assert lines[10] == "  keys held: rank 1's (causal), rank 0's (whole)"
+    assert max(len(line) for line in lines) <= 80  # the width of the site's code blocks
     checks = [line for line in lines if "equal to one process" in line]
     assert len(checks) == 4 and all(line.endswith("True") for line in checks), lines

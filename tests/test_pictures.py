@@ -90,9 +90,11 @@ DRAWN = {
     "transformer-block": PAGE,
     "rope-turns": None,  # no MHA: RotaryEmbedding(8) turning (1, 0) in each pair
     "mla-cache": None,  # no MHA: the MLA chapter's module and its LatentCache
-    "tiled-running": PAGE,
-    "heads-split": PAGE,
-    "ring-steps": PAGE,
+    "tiled-running": None,  # no MHA: TiledAttention(4) on the tiled chapter's q, k, v
+    "tiled-memory": None,  # the benchmark's tiled_memory
+    "heads-split": None,  # no forward: MHA(16, 4, kv_heads=2)'s weights, split by heads_on_rank
+    "ring-steps": None,  # no MHA: ring_schedule of 4 ranks, causal
+    "ring-memory": None,  # the benchmark's parallel rows
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -105,9 +107,9 @@ PAGE_RUNS = {
     "rope.md": None,  # its snippets run RotaryEmbedding and MHA(32, 4, head_size 8)
     "window.md": None,  # its snippets run MHA(16, 4, window=3), the heatmap's, and smaller ones
     "mla.md": None,  # its snippets run MLA, not MHA
-    "tiled.md": PAGE,
-    "heads-split.md": PAGE,
-    "ring.md": PAGE,
+    "tiled.md": None,  # its snippets run TiledAttention on q, k, v, not MHA
+    "heads-split.md": None,  # its snippets run MHA(16, 4, kv_heads=2) split over 2 ranks
+    "ring.md": None,  # its snippets run ring_attention on q, k, v, not MHA
 }
 
 

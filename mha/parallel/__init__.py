@@ -625,10 +625,15 @@ def example(rank: int, world: int) -> list[str]:
     shapes = ", ".join(
         f"{name} {list(getattr(local, name).weight.shape)}" for name in ("W_q", "W_k", "W_v", "W_o")
     )
-    query = head_ranges(8, 2, world, rank)[0]
+    query, kv = head_ranges(8, 2, world, rank)
     lines = [
-        f"rank {rank} of {world}, heads split: query heads {query.start}-{query.stop - 1}; "
-        f"{shapes}",
+        f"rank {rank} of {world}, heads split: query heads {query.start}-{query.stop - 1}, "
+        + (
+            f"key/value head {kv.start}"
+            if len(kv) == 1
+            else f"key/value heads {kv.start}-{kv.stop - 1}"
+        ),
+        f"  {shapes}",
         f"  output {list(out.shape)}, equal to one process: "
         f"{torch.allclose(out, expected, atol=1e-5)}",
     ]
@@ -638,10 +643,11 @@ def example(rank: int, world: int) -> list[str]:
     with torch.no_grad():
         part = ring_attention(q[:, :, mine], k[:, :, mine], v[:, :, mine], is_causal=True)
         whole = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    steps = ", ".join(f"rank {s}'s {a}" for s, a in ring_schedule(world, rank, is_causal=True))
+    steps = ", ".join(f"rank {s}'s ({a})" for s, a in ring_schedule(world, rank, is_causal=True))
     lines += [
         f"rank {rank} of {world}, sequence split: positions {mine.start}-{mine.stop - 1}, "
-        f"q, k, v {list(q[:, :, mine].shape)}; keys: {steps}",
+        f"q, k, v {list(q[:, :, mine].shape)}",
+        f"  keys held: {steps}",
         f"  output {list(part.shape)}, equal to one process: "
         f"{torch.allclose(part, whole[:, :, mine], atol=1e-5)}",
     ]

@@ -5,7 +5,8 @@ heads (``shard_heads``) are split over 1, 2 and 4 processes (``parallel``).
 Every measurement runs in processes forked with ``mha.parallel.launch`` (a gloo group, one thread
 each, ``world = 1`` included), so one rank and four are measured the same way. A rank's peak is
 the growth of its resident memory's high-water mark (``VmHWM``, reset before the call, as in
-``mha.bench.memory``) during one call, after a first call of the same size. The time is the median
+``mha.bench.memory``) during one call, after a first call of the same size, with glibc's mmap
+threshold fixed so that freed tensors leave the resident memory. The time is the median
 over ``Config.repeats`` calls of the slowest rank, the ranks starting each call together. The
 ranks share the machine's cores: with more ranks than cores they take turns, so on a 2-core
 machine four ranks are slower than one. The inputs hold one sequence (batch 1).
@@ -56,6 +57,23 @@ def steps(config: Config) -> int:
     )
 
 
+def _fixed_mmap_threshold() -> None:
+    """Every allocation of 128 KiB or more gets pages of its own, returned when freed (glibc's
+    ``mallopt(M_MMAP_THRESHOLD)``, which also stops glibc raising the threshold after a free),
+    and the heap's free memory is given back (``malloc_trim``): otherwise freed tensors stay in
+    the heap, and the high-water mark depends on what an earlier call happened to free. Not
+    glibc: left as it is."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+        libc.malloc_trim(0)  # and what earlier calls freed into the heap leaves it now
+    except (OSError, AttributeError):
+        pass
+
+
 def _reset_peak() -> int:
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
@@ -63,6 +81,7 @@ def _reset_peak() -> int:
 
 
 def _peak_growth(call) -> int:
+    _fixed_mmap_threshold()
     call()  # the same size first: one-off set-up (buffers, thread pools) is not counted
     base = _reset_peak()
     out = call()
@@ -87,6 +106,7 @@ def _tiled_rank(rank: int, world: int, c: Config, seq: int, attention: str) -> i
 
 
 def _timed(call, repeats: int) -> float:
+    call()  # warm-up
     times = []
     for _ in range(repeats):
         dist.barrier()
@@ -119,8 +139,8 @@ def _split_rank(rank: int, world: int, c: Config, seq: int, split: str) -> tuple
             def call():
                 return sharded(x, is_causal=True)
 
-        growth = _peak_growth(call)
-        return growth, params, _timed(call, c.repeats)
+        seconds = _timed(call, c.repeats)  # first: the memory's allocator setting slows calls
+        return _peak_growth(call), params, seconds
 
 
 def run(context: Context) -> dict:
