@@ -20,7 +20,7 @@ from mha_site.languages import tr
 from mha_site.picture_style import FONT, SMALL, Svg, fill_of, stroke_of, text_of
 
 BLOCK = 4
-CELL_W, CELL_H, GAP = 40, 24, 10
+CELL_W, CELL_H, GAP = 34, 24, 8
 
 
 def page_run() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -57,7 +57,7 @@ def tiled_running_picture(language: str) -> str:
         "以及 exp(分数 - m) 之和 l",
     )
     svg = Svg("tiled-running", title)
-    left, top = 84, 8 + FONT
+    left, top = 64, 8 + FONT
     svg.text(4, top + CELL_H - 8, tr(language, "scores", "分数"), bold=True)
     for j, s in enumerate(scores):
         block = j // BLOCK
@@ -68,7 +68,7 @@ def tiled_running_picture(language: str) -> str:
         svg.text(x + CELL_W / 2 - 1, top + CELL_H - 8, f"{s:.2f}", anchor="middle", size=SMALL)
         svg.text(x + CELL_W / 2 - 1, top - 3, str(j), anchor="middle", size=SMALL)
     rows = top + CELL_H + 22
-    svg.text(4, rows, tr(language, "after block", "处理完第几块"), size=SMALL)
+    svg.text(4, rows, tr(language, "block", "块"), size=SMALL)
     svg.text(4, rows + 20, "m", code=True)
     svg.text(4, rows + 40, "l", code=True)
     previous = None
@@ -79,7 +79,7 @@ def tiled_running_picture(language: str) -> str:
         svg.text(centre, rows + 20, f"{m:.2f}", anchor="middle", code=True)
         svg.text(centre, rows + 40, f"{total:.2f}", anchor="middle", code=True)
         if previous is not None and m > previous:
-            grew = tr(language, "m grew: earlier l scaled by", "m 变大：之前的 l 乘以")
+            grew = tr(language, "m grew: l times", "m 变大：l 乘以")
             svg.text(
                 centre,
                 rows + 58,
