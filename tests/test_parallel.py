@@ -9,11 +9,14 @@ compares it with the same computation in one process.
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from collections.abc import Iterator
 
 import pytest
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 import torch.nn.functional as F
 from support import assert_close
 
@@ -23,6 +26,7 @@ from mha.parallel import (
     head_ranges,
     heads_on_rank,
     launch,
+    main,
     ring_attention,
     ring_schedule,
     shard_heads,
@@ -265,3 +269,30 @@ def test_the_example_reports_each_rank_equal_to_one_process():
     assert max(len(line) for line in lines) <= 80  # the width of the site's code blocks
     checks = [line for line in lines if "equal to one process" in line]
     assert len(checks) == 4 and all(line.endswith("True") for line in checks), lines
+
+
+def torchrun_rank(rank: int, world: int, folder: str, port: int) -> None:
+    # what torchrun puts in each process's environment
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    with open(os.path.join(folder, f"{rank}.txt"), "w") as out, contextlib.redirect_stdout(out):
+        main()
+
+
+def test_main_prints_every_rank_once_with_or_without_torchrun(tmp_path, capsys, monkeypatch):
+    expected = [line for rank in launch(example, 2) for line in rank]
+    monkeypatch.delenv("RANK", raising=False)
+    main()  # python -m mha.parallel: forks its 2 ranks
+    assert capsys.readouterr().out.splitlines() == expected
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(torchrun_rank, args=(2, str(tmp_path), port), nprocs=2, start_method="fork")
+    # rank 0 prints every rank's lines, in order; rank 1 nothing
+    assert (tmp_path / "0.txt").read_text().splitlines() == expected
+    assert (tmp_path / "1.txt").read_text() == ""
