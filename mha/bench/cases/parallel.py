@@ -6,10 +6,10 @@ Every measurement runs in processes forked with ``mha.parallel.launch`` (a gloo 
 each, ``world = 1`` included), so one rank and four are measured the same way. A rank's peak is
 the growth of its resident memory's high-water mark (``VmHWM``, reset before the call, as in
 ``mha.bench.memory``) during one call, after a first call of the same size, with glibc's mmap
-threshold fixed so that freed tensors leave the resident memory. The time is the median
-over ``Config.repeats`` calls of the slowest rank, the ranks starting each call together. The
-ranks share the machine's cores: with more ranks than cores they take turns, so on a 2-core
-machine four ranks are slower than one. The inputs hold one sequence (batch 1).
+threshold fixed so that freed tensors leave the resident memory; the median of three calls.
+The time is the median over ``Config.repeats`` calls of the slowest rank, the ranks starting
+each call together. The ranks share the machine's cores: with more ranks than cores they take
+turns. The inputs hold one sequence (batch 1).
 """
 
 from __future__ import annotations
@@ -80,14 +80,18 @@ def _reset_peak() -> int:
     return _vm_hwm_kib() * 1024
 
 
-def _peak_growth(call) -> int:
+def _peak_growth(call, tries: int = 3) -> int:
+    """The median of ``tries`` measurements: a single one is sometimes off, by what else the
+    process does (the process group's buffers) or by memory an earlier call left mapped."""
     _fixed_mmap_threshold()
     call()  # the same size first: one-off set-up (buffers, thread pools) is not counted
-    base = _reset_peak()
-    out = call()
-    growth = _vm_hwm_kib() * 1024 - base
-    del out
-    return growth
+    growths = []
+    for _ in range(tries):
+        base = _reset_peak()
+        out = call()
+        growths.append(_vm_hwm_kib() * 1024 - base)
+        del out
+    return statistics.median(growths)
 
 
 def _tiled_rank(rank: int, world: int, c: Config, seq: int, attention: str) -> int:
