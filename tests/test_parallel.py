@@ -132,13 +132,42 @@ def test_without_a_process_group_it_is_one_rank():
     )
 
 
-def test_ring_attention_refuses_to_record_gradients_it_would_get_wrong():
-    q, k, v = whole(1, torch.float32)
-    k.requires_grad_()
-    with pytest.raises(RuntimeError, match=r"ring_attention is forward-only"):
-        ring_attention(q, k, v)
-    with torch.no_grad():  # the forward alone is fine
-        assert ring_attention(q, k, v).shape == SHAPE
+def ring_grad_rank(rank: int, world: int, is_causal: bool) -> tuple[torch.Tensor, ...]:
+    q, k, v = whole(0, torch.float64)
+    torch.manual_seed(5)
+    weights = torch.randn(SHAPE, dtype=torch.float64)  # the loss: a weighted sum of the output
+    n = SHAPE[2] // world
+    mine = slice(rank * n, (rank + 1) * n)
+    q, k, v = (t[:, :, mine].clone().requires_grad_() for t in (q, k, v))
+    with collectives() as comms:
+        out = ring_attention(q, k, v, is_causal=is_causal, block_size=2)
+        (out * weights[:, :, mine]).sum().backward()
+    return q.grad, k.grad, v.grad, comms
+
+
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_gradients_through_ring_attention_equal_one_process(world, is_causal):
+    ranks = launch(ring_grad_rank, world, is_causal)
+    q, k, v = (t.requires_grad_() for t in whole(0, torch.float64))
+    torch.manual_seed(5)
+    weights = torch.randn(SHAPE, dtype=torch.float64)
+    (F.scaled_dot_product_attention(q, k, v, is_causal=is_causal) * weights).sum().backward()
+    for i, expected in enumerate((q.grad, k.grad, v.grad)):
+        assert_close(torch.cat([r[i] for r in ranks], dim=2), expected, msg="qkv"[i])
+    # forward world - 1 steps, backward world - 1 steps and one to bring the gradients home
+    assert all(r[3] == {"batch_isend_irecv": 2 * world - 1} for r in ranks), ranks[0][3]
+
+
+def test_gradients_without_a_process_group_are_one_rank_s():
+    q, k, v = (t.requires_grad_() for t in whole(1, torch.float64))
+    ring_attention(q, k, v, is_causal=True).sum().backward()
+    got = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    for mine, expected in zip(got, (q.grad, k.grad, v.grad), strict=True):
+        assert_close(mine, expected)
 
 
 # ---- heads across ranks ------------------------------------------------------------------------

@@ -30,6 +30,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -129,7 +130,7 @@ def ring_attention(
     group: dist.ProcessGroup | None = None,
     block_size: int = 64,
 ) -> Tensor:
-    """Attention over a sequence split across the ranks of ``group``, forward only.
+    """Attention over a sequence split across the ranks of ``group``, forward and backward.
 
     Rank ``r`` of ``world`` ranks holds positions ``r * slice_len`` to ``(r + 1) * slice_len - 1``
     of the queries, keys and values. At each of ``world`` steps it attends from its queries over
@@ -138,10 +139,10 @@ def ring_attention(
     rank ``r - 1``'s. Without a process group (``torch.distributed`` not initialised) it is one
     rank: ordinary attention.
 
-    Forward only: the keys and values a rank receives carry no gradient back to the rank that
-    sent them, so a call that would record gradients is refused rather than giving wrong ones.
-    Call it under ``torch.no_grad()`` or ``torch.inference_mode()``, or on tensors that do not
-    require gradients.
+    Gradients flow back through a second ring: in the backward pass the keys and values go round
+    again, each block carrying the gradient that the ranks it has visited found for it, and one
+    more step brings every block's gradient to the rank that holds it, so ``q``, ``k`` and ``v``
+    get the gradients of the whole sequence's attention (only this rank's part of them).
 
     Args:
         q: this rank's queries, ``[batch_size, heads_num, slice_len, head_size]``.
@@ -157,11 +158,9 @@ def ring_attention(
 
     Raises:
         TypeError: ``is_causal`` is not a ``bool``.
-        RuntimeError: gradients would be recorded (``q``, ``k`` or ``v`` requires them and grad
-            mode is on).
 
     中文:
-        序列分到 ``group`` 的各个进程上的注意力，只有前向计算。
+        序列分到 ``group`` 的各个进程上的注意力，前向和反向都有。
 
         ``world`` 个进程中的第 ``r`` 个持有查询、键和值的位置 ``r * slice_len`` 到
         ``(r + 1) * slice_len - 1``。共 ``world`` 步，每一步它按
@@ -169,9 +168,9 @@ def ring_attention(
         合并进已有的结果，再把这些键和值传给第 ``r + 1`` 个进程，同时接收第 ``r - 1`` 个进程的。
         没有进程组（``torch.distributed`` 没有初始化）时就是一个进程：普通的注意力。
 
-        只有前向：收到的键和值不会把梯度传回发送它们的进程，所以会记录梯度的调用直接报错，而不是
-        给出错误的梯度。请在 ``torch.no_grad()`` 或 ``torch.inference_mode()`` 里调用，或者传入
-        不需要梯度的张量。
+        梯度经过第二个环传回：反向传播时键和值再绕环走一圈，每一块带着它经过的各个进程为它算出的梯度，
+        再多走一步，每一块的梯度就回到持有它的进程，于是 ``q``、``k``、``v`` 得到的就是整条序列的
+        注意力的梯度（本进程的那一部分）。
 
         参数:
             q: 本进程的查询，``[batch_size, heads_num, slice_len, head_size]``。
@@ -187,45 +186,152 @@ def ring_attention(
 
         引发:
             TypeError: ``is_causal`` 不是 ``bool``。
-            RuntimeError: 会记录梯度（``q``、``k`` 或 ``v`` 需要梯度，且梯度模式开着）。
     """
     _check_flag("is_causal", is_causal)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise RuntimeError(
-            "ring_attention is forward-only: the keys and values a rank receives carry no "
-            "gradient back to their rank, so the gradients would be wrong. Call it under "
-            "torch.no_grad() or torch.inference_mode(), or on tensors with requires_grad=False"
-        )
-    tiled = TiledAttention(block_size)
     if not (dist.is_available() and dist.is_initialized()):
-        out, _ = tiled(q, k, v, is_causal=is_causal)
+        out, _ = TiledAttention(block_size)(q, k, v, is_causal=is_causal)
         return out.to(q.dtype)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        return _RingAttention.apply(q, k, v, is_causal, group, block_size)
+    out, _ = _ring_forward(q, k, v, is_causal, group, block_size)
+    return out.to(q.dtype)
+
+
+def _neighbours(group: dist.ProcessGroup | None) -> tuple[int, int, int, int]:
+    """``world``, ``rank``, and the global ranks after and before this one in the ring."""
     world, rank = dist.get_world_size(group), dist.get_rank(group)
     after = dist.get_global_rank(group, (rank + 1) % world) if group else (rank + 1) % world
     before = dist.get_global_rank(group, (rank - 1) % world) if group else (rank - 1) % world
-    held_k, held_v = k.contiguous(), v.contiguous()
+    return world, rank, after, before
+
+
+def _pass_on(
+    held: list[Tensor], after: int, before: int, group: dist.ProcessGroup | None
+) -> tuple[list[Tensor], list]:
+    """Start sending ``held`` to ``after`` and receiving as many tensors from ``before``."""
+    incoming = [torch.empty_like(t) for t in held]
+    ops = [dist.P2POp(dist.isend, t, after, group) for t in held]
+    ops += [dist.P2POp(dist.irecv, t, before, group) for t in incoming]
+    return incoming, dist.batch_isend_irecv(ops)
+
+
+def _ring_forward(
+    q: Tensor, k: Tensor, v: Tensor, is_causal: bool, group, block_size: int
+) -> tuple[Tensor, Tensor]:
+    """This rank's output and log-sum-exp (float32 at least) over the whole sequence."""
+    tiled = TiledAttention(block_size)
+    world, rank, after, before = _neighbours(group)
+    held = [k.contiguous(), v.contiguous()]
     out = lse = None
     for step, (_, action) in enumerate(ring_schedule(world, rank, is_causal=is_causal)):
         if step < world - 1:
             # 先把手上的键和值发给下一个进程、收上一个的，计算与通信同时进行
             # Pass what it holds on and receive the next, while it computes
-            next_k, next_v = torch.empty_like(held_k), torch.empty_like(held_v)
-            requests = dist.batch_isend_irecv(
-                [
-                    dist.P2POp(dist.isend, held_k, after, group),
-                    dist.P2POp(dist.isend, held_v, after, group),
-                    dist.P2POp(dist.irecv, next_k, before, group),
-                    dist.P2POp(dist.irecv, next_v, before, group),
-                ]
-            )
+            incoming, requests = _pass_on(held, after, before, group)
         if action != "skip":
-            part = tiled(q, held_k, held_v, is_causal=action == "causal")
+            part = tiled(q, *held, is_causal=action == "causal")
             out, lse = part if out is None else merge(out, lse, *part)
         if step < world - 1:
             for request in requests:
                 request.wait()
-            held_k, held_v = next_k, next_v
-    return out.to(q.dtype)
+            held = incoming
+    return out, lse
+
+
+def _block_grads(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    dout: Tensor,
+    lse: Tensor,
+    delta: Tensor,
+    causal: bool,
+    block_size: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The gradients of this rank's part of the loss with respect to ``q`` and to one held block
+    of keys and values, in blocks of ``block_size`` keys (all in float32 at least)."""
+    scale = q.size(-1) ** -0.5
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    safe = torch.where(torch.isinf(lse), torch.zeros_like(lse), lse)[..., None]
+    q_len, k_len = q.size(2), k.size(2)
+    for start in range(0, k_len, block_size):
+        end = min(start + block_size, k_len)
+        scores = q @ k[:, :, start:end].transpose(-2, -1) * scale
+        if causal:
+            seen = torch.arange(q_len, device=q.device)[:, None] + (k_len - q_len)
+            visible = torch.arange(start, end, device=q.device) <= seen
+            scores = scores.masked_fill(~visible, -math.inf)
+        # 前向计算的注意力权重，由分数和整条序列的 lse 重新算出
+        # The forward's weights, recomputed from the scores and the whole sequence's lse
+        p = torch.exp(scores - safe)
+        dv[:, :, start:end] = p.transpose(-2, -1) @ dout
+        ds = p * (dout @ v[:, :, start:end].transpose(-2, -1) - delta)
+        dq += ds @ k[:, :, start:end] * scale
+        dk[:, :, start:end] = ds.transpose(-2, -1) @ q * scale
+    return dq, dk, dv
+
+
+def _ring_backward(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Tensor,
+    dout: Tensor,
+    is_causal: bool,
+    group,
+    block_size: int,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The gradients of ``q``, ``k`` and ``v`` on this rank: the keys and values go round the
+    ring again, each block with the gradient the ranks it visited found for it, and one more step
+    brings every block's gradient home."""
+    world, rank, after, before = _neighbours(group)
+    dtype = out.dtype
+    q, dout = q.to(dtype), dout.to(dtype)
+    delta = (dout * out).sum(dim=-1, keepdim=True)  # [batch_size, heads_num, slice_len, 1]
+    dq = torch.zeros_like(q)
+    held = [
+        k.to(dtype),
+        v.to(dtype),
+        torch.zeros_like(k, dtype=dtype),
+        torch.zeros_like(v, dtype=dtype),
+    ]
+    for step, (_, action) in enumerate(ring_schedule(world, rank, is_causal=is_causal)):
+        if action != "skip":
+            part_q, part_k, part_v = _block_grads(
+                q, held[0], held[1], dout, lse, delta, action == "causal", block_size
+            )
+            dq += part_q
+            held[2] += part_k
+            held[3] += part_v
+        if step < world - 1:
+            incoming, requests = _pass_on(held, after, before, group)
+            for request in requests:
+                request.wait()
+            held = incoming
+    # 最后一块的梯度再走一步，回到它的主人
+    # The last block's gradients go one more step, to the rank that owns it
+    (dk, dv), requests = _pass_on(held[2:], after, before, group)
+    for request in requests:
+        request.wait()
+    return dq, dk, dv
+
+
+class _RingAttention(torch.autograd.Function):
+    """``ring_attention`` with its backward ring."""
+
+    @staticmethod
+    def forward(ctx: Any, q, k, v, is_causal, group, block_size):
+        out, lse = _ring_forward(q, k, v, is_causal, group, block_size)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = (is_causal, group, block_size)
+        return out.to(q.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, dout: Tensor):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = _ring_backward(q, k, v, out, lse, dout, *ctx.options)
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
 
 
 class _SumOverRanks(torch.autograd.Function):
