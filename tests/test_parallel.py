@@ -325,3 +325,30 @@ def test_main_prints_every_rank_once_with_or_without_torchrun(tmp_path, capsys, 
     # rank 0 prints every rank's lines, in order; rank 1 nothing
     assert (tmp_path / "0.txt").read_text().splitlines() == expected
     assert (tmp_path / "1.txt").read_text() == ""
+
+
+def frozen_rank(rank: int, world: int) -> tuple:
+    model = model_of(2)
+    model.W_k.requires_grad_(False)  # frozen, as when fine-tuning part of a model
+    model.W_v.requires_grad_(False)
+    before = torch.random.get_rng_state()
+    sharded = shard_heads(model).train()
+    same_rng = torch.equal(before, torch.random.get_rng_state())
+    x, _ = inputs()
+    sharded(x, is_causal=True).square().sum().backward()
+    grads = {n: p.grad for n, p in sharded.local.named_parameters()}
+    return grads, same_rng
+
+
+def test_a_frozen_weight_stays_frozen_on_every_rank():
+    ranks = launch(frozen_rank, 2)
+    model = model_of(2)
+    model.W_k.requires_grad_(False)
+    model.W_v.requires_grad_(False)
+    x, _ = inputs()
+    model.train()(x, is_causal=True).square().sum().backward()
+    for rank, (grads, same_rng) in enumerate(ranks):
+        assert same_rng  # splitting does not advance the caller's random numbers
+        assert grads["W_k.weight"] is None and grads["W_v.weight"] is None
+        rows = slice(rank * 16, (rank + 1) * 16)  # 4 heads of 4 on each of 2 ranks
+        assert_close(grads["W_q.weight"], model.W_q.weight.grad[rows])

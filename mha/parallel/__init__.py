@@ -501,7 +501,8 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
 
     Its heads are [`head_ranges`][mha.parallel.head_ranges]'s: their rows of ``W_q``, ``W_k``,
     ``W_v`` (and biases) and their columns of ``W_o``. ``W_o``'s bias stays on rank 0 only, so
-    the sum over the ranks adds it once. Every option of ``model`` carries over. The sum of the
+    the sum over the ranks adds it once. Every option of ``model`` carries over, and so does each
+    parameter's ``requires_grad`` (a frozen weight stays frozen). The sum of the
     ``world`` parts' outputs is ``model``'s output: what the all-reduce of
     [`shard_heads`][mha.parallel.shard_heads] computes.
 
@@ -524,7 +525,8 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
 
         它的头就是 [`head_ranges`][mha.parallel.head_ranges] 给出的：这些头在 ``W_q``、``W_k``、
         ``W_v`` 里的行（以及偏置）和在 ``W_o`` 里的列。``W_o`` 的偏置只留在第 0 个进程上，这样
-        各进程求和时只加一次。``model`` 的其他选项全部保留。``world`` 个部分的输出之和就是
+        各进程求和时只加一次。``model`` 的其他选项全部保留，每个参数的 ``requires_grad`` 也保留
+        （冻结的权重仍然冻结）。``world`` 个部分的输出之和就是
         ``model`` 的输出：[`shard_heads`][mha.parallel.shard_heads] 的 all-reduce 算的正是这个和。
 
         参数:
@@ -550,21 +552,24 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
     heads, kv = head_ranges(model.heads_num, model.kv_heads, world, rank)
     d = model.head_size
     biased = tuple(n for n in ("W_q", "W_k", "W_v", "W_o") if getattr(model, n).bias is not None)
-    local = MHA(
-        model.hidden_size,
-        len(heads),
-        kv_heads=len(kv),
-        head_size=d,
-        dropout=model.dropout,
-        bias=biased,
-        fast=model.fast,
-        context_size=model.context_size,
-        scale=model.scale,
-        qk_norm=model.q_norm is not None,
-        norm_eps=model.q_norm.eps if model.q_norm is not None else 1e-6,
-        rope=model.rope,
-        window=model.window,
-    ).to(device=model.W_q.weight.device, dtype=model.W_q.weight.dtype)
+    # 新模块的初始权重马上会被覆盖：不要因此推进调用者的随机数状态
+    # The new module's initial weights are overwritten at once: do not advance the caller's RNG
+    with torch.random.fork_rng(devices=[]):
+        local = MHA(
+            model.hidden_size,
+            len(heads),
+            kv_heads=len(kv),
+            head_size=d,
+            dropout=model.dropout,
+            bias=biased,
+            fast=model.fast,
+            context_size=model.context_size,
+            scale=model.scale,
+            qk_norm=model.q_norm is not None,
+            norm_eps=model.q_norm.eps if model.q_norm is not None else 1e-6,
+            rope=model.rope,
+            window=model.window,
+        ).to(device=model.W_q.weight.device, dtype=model.W_q.weight.dtype)
     rows_q = slice(heads.start * d, heads.stop * d)
     rows_kv = slice(kv.start * d, kv.stop * d)
     with torch.no_grad():
@@ -578,6 +583,9 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
         if model.q_norm is not None:
             local.q_norm.weight.copy_(model.q_norm.weight)
             local.k_norm.weight.copy_(model.k_norm.weight)
+    frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
+    for name, p in local.named_parameters():  # the same names: a frozen weight stays frozen
+        p.requires_grad_(name not in frozen)
     return local.train(model.training)
 
 
