@@ -40,6 +40,14 @@ STYLE = {
     "torch": ("mha-accent", "mha-accent", "#c2185b", "1 3"),
 }
 UNKNOWN_STYLE = ("mha-sn", "mha-fg", "#555555", "")
+SERIES = ("torch", "pure", "full-fast")
+"""The styles a plot of other series than the implementations takes, in order (``series``)."""
+
+
+def series(labels: dict) -> dict:
+    """``line_plot``'s ``lines`` for series other than the implementations: each key of
+    ``labels`` with its label in both languages and the next style of ``SERIES``."""
+    return {key: (label, STYLE[SERIES[i]]) for i, (key, label) in enumerate(labels.items())}
 
 
 def results_path() -> Path:

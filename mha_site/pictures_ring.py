@@ -79,15 +79,11 @@ def ring_steps_picture(language: str) -> str:
     return str(svg)
 
 
-LINES = {
-    1: (("1 rank", "1 个进程"), ("mha-accent", "mha-accent", "#c2185b", "1 3")),
-    2: (("2 ranks", "2 个进程"), ("mha-s1", "mha-t1", "#a14a00", "2 2")),
-    4: (("4 ranks", "4 个进程"), ("mha-s2", "mha-t2", "#17724a", "")),
-}
+LABELS = {1: ("1 rank", "1 个进程"), 2: ("2 ranks", "2 个进程"), 4: ("4 ranks", "4 个进程")}
 
 
 def ring_memory_picture(language: str) -> str:
-    from mha_site.pictures_perf import line_plot, load
+    from mha_site.pictures_perf import line_plot, load, series
 
     rows = [dict(r, impl=r["world"]) for r in load()["parallel"] if r["split"] == "sequence"]
     return line_plot(
@@ -98,7 +94,7 @@ def ring_memory_picture(language: str) -> str:
         tr(language, "Each rank's peak memory against L", "每个进程的峰值内存随 L 的变化"),
         tr(language, "peak growth a rank (MB)", "每个进程的峰值增长（MB）"),
         "MB",
-        lines=LINES,
+        lines=series(LABELS),
     )
 
 

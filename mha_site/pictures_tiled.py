@@ -99,21 +99,15 @@ def tiled_running_picture(language: str) -> str:
     return str(svg)
 
 
-LINES = {
-    "written-out": (
-        ("written-out scores", "完整写出分数"),
-        ("mha-accent", "mha-accent", "#c2185b", "1 3"),
-    ),
-    "tiled-256": (
-        ("tiled, blocks of 256", "分块，每块 256"),
-        ("mha-s1", "mha-t1", "#a14a00", "2 2"),
-    ),
-    "tiled-64": (("tiled, blocks of 64", "分块，每块 64"), ("mha-s2", "mha-t2", "#17724a", "")),
+LABELS = {
+    "written-out": ("written-out scores", "完整写出分数"),
+    "tiled-256": ("tiled, blocks of 256", "分块，每块 256"),
+    "tiled-64": ("tiled, blocks of 64", "分块，每块 64"),
 }
 
 
 def tiled_memory_picture(language: str) -> str:
-    from mha_site.pictures_perf import line_plot, load
+    from mha_site.pictures_perf import line_plot, load, series
 
     rows = [dict(r, impl=r["attention"]) for r in load()["tiled_memory"]]
     return line_plot(
@@ -124,7 +118,7 @@ def tiled_memory_picture(language: str) -> str:
         tr(language, "Peak memory of one call against L", "一次调用的峰值内存随 L 的变化"),
         tr(language, "peak growth (MB)", "峰值增长（MB）"),
         "MB",
-        lines=LINES,
+        lines=series(LABELS),
     )
 
 

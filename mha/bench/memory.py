@@ -60,6 +60,18 @@ def _vm_hwm_kib() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
+def reset_peak() -> int:
+    """Reset this process's resident high-water mark to its current size; that size, in bytes."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return peak_bytes()
+
+
+def peak_bytes() -> int:
+    """This process's resident high-water mark since the last ``reset_peak``, in bytes."""
+    return _vm_hwm_kib() * 1024
+
+
 def peak_growth(r: Request) -> int:
     """Bytes the peak grew by during one forward of ``r.impl`` at ``r.seq_len``, in this process."""
     if r.mask not in MASKS:
@@ -82,13 +94,11 @@ def peak_growth(r: Request) -> int:
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.max_memory_allocated()
         else:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-            base = _vm_hwm_kib() * 1024
+            base = reset_peak()
         x = torch.randn(r.batch, r.seq_len, r.hidden, device=r.device, dtype=dtype)
         out = forward(x)
         sync(r.device)
-        peak = torch.cuda.max_memory_allocated() if cuda else _vm_hwm_kib() * 1024
+        peak = torch.cuda.max_memory_allocated() if cuda else peak_bytes()
         del out
     return peak - base
 

@@ -631,8 +631,6 @@ def shard_heads(model: MHA, group: Any = None) -> HeadsAcrossRanks:
             ValueError: ``heads_num`` 不能被进程数整除，键/值头既不能拆分也不能共用（错误信息会写出
                 ``heads_num``、``kv_heads`` 和进程数），或者 mesh 不止一维。
     """
-    if not isinstance(model, MHA):
-        raise TypeError(f"model must be a mha.full.MHA, got {type(model).__name__}")
     if hasattr(group, "get_group") and hasattr(group, "ndim"):  # a DeviceMesh
         if group.ndim != 1:
             raise ValueError(f"the mesh must have one dimension, got {group.ndim}")

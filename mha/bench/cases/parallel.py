@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from mha.bench.config import Config
 from mha.bench.context import Context
-from mha.bench.memory import _vm_hwm_kib
+from mha.bench.memory import peak_bytes, reset_peak
 
 RING_BLOCK = 256
 """The block of ``TiledAttention`` within each ring step."""
@@ -74,12 +74,6 @@ def _fixed_mmap_threshold() -> None:
         pass
 
 
-def _reset_peak() -> int:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    return _vm_hwm_kib() * 1024
-
-
 def _peak_growth(call, tries: int = 3) -> int:
     """The median of ``tries`` measurements: a single one is sometimes off, by what else the
     process does (the process group's buffers) or by memory an earlier call left mapped."""
@@ -87,9 +81,9 @@ def _peak_growth(call, tries: int = 3) -> int:
     call()  # the same size first: one-off set-up (buffers, thread pools) is not counted
     growths = []
     for _ in range(tries):
-        base = _reset_peak()
+        base = reset_peak()
         out = call()
-        growths.append(_vm_hwm_kib() * 1024 - base)
+        growths.append(peak_bytes() - base)
         del out
     return statistics.median(growths)
 
