@@ -3,7 +3,8 @@
 
 - **The site**: its languages (``mha_site.languages``), its pages and their URLs.
 - **The browser**: how to find and start Chromium, a ``Tab`` that records errors and requests to
-  other hosts, screenshots (``make screenshots`` only), typing into the search box.
+  other hosts, ``BrowserThreads`` that check pages ahead of their tests, screenshots
+  (``make screenshots`` only), typing into the search box.
 - **Oracles**: the design post's class verbatim (``DesignMHA``), an independent reference
   (``reference_attention``), where an error was raised (``raised_in_mha``).
 - **The implementations compared**: ``IMPLEMENTATIONS``, by name; ``each_implementation``.
@@ -23,6 +24,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -419,3 +422,106 @@ def type_search(p, query: str):
     results = p.locator(".md-search-result__item")
     results.first.wait_for()
     return results
+
+
+class BrowserThreads:
+    """Jobs done ahead of the tests that ask for their results, by ``count`` headless Chromiums,
+    each driven from a thread of its own (Playwright's sync API wants one instance per thread).
+
+    A tab driven from the test's own thread idles whenever that thread waits on another tab, so
+    one thread per core keeps both cores of the machines this runs on busy. Each thread starts its
+    browser, makes its tab with ``start(browser)``, then takes jobs in the order given; a job runs
+    as ``run(tab, job)``, which yields ``(key, value)`` pairs; ``keys(job)`` are the keys it is
+    to yield. Each value waits, kept, for the test that asks for it with ``result``; a job that
+    raises gives its error to each of its keys not yet yielded, and ``result`` raises it. A test
+    that asks for a job neither queued nor running (not given, or asked again) puts it first. If no browser starts, each
+    test raises why.
+    """
+
+    def __init__(
+        self,
+        jobs: list[Hashable],
+        keys: Callable[[Hashable], list[Hashable]],
+        start: Callable[[object], Tab],
+        run: Callable[[Tab, Hashable], Iterable[tuple[Hashable, object]]],
+        count: int = 2,
+    ):
+        self.jobs, self.keys, self.start, self.run = list(jobs), keys, start, run
+        self.results: dict[Hashable, object] = {}
+        self.running: set[Hashable] = set()
+        self.tabs: list[Tab] = []
+        self.changed = threading.Condition()
+        self.closing = False
+        self.failure: BaseException | None = None  # why a thread's browser did not start
+        self.threads = [threading.Thread(target=self._work, daemon=True) for _ in range(count)]
+        for thread in self.threads:
+            thread.start()
+
+    def result(self, job: Hashable, key: Hashable, timeout: float = 600):
+        """The value ``job`` yielded under ``key``, once it has; raises what the job raised."""
+        with self.changed:
+            if key not in self.results and job not in self.running and job not in self.jobs:
+                self.jobs.insert(0, job)
+                self.changed.notify_all()
+            done = self.changed.wait_for(
+                lambda: key in self.results or not any(t.is_alive() for t in self.threads),
+                timeout,
+            )
+            if key not in self.results and self.failure is not None:
+                raise self.failure
+            assert key in self.results, f"{key}: no browser thread checked it" + (
+                "" if done else f" in {timeout} s"
+            )
+            value = self.results.pop(key)
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def close(self) -> list[str]:
+        """Stop the threads once their jobs are done; the requests their tabs made to other
+        hosts."""
+        with self.changed:
+            self.closing = True
+            self.changed.notify_all()
+        for thread in self.threads:
+            thread.join(timeout=600)
+        return [url for tab in self.tabs for url in tab.outside]
+
+    def _next(self) -> Hashable | None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.jobs or self.closing)
+            if not self.jobs:
+                return None
+            job = self.jobs.pop(0)
+            self.running.add(job)
+            return job
+
+    def _put(self, key: Hashable, value: object) -> None:
+        with self.changed:
+            self.results.setdefault(key, value)
+            self.changed.notify_all()
+
+    def _work(self) -> None:
+        from playwright.sync_api import sync_playwright
+
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(
+                    executable_path=chromium_path(), args=CHROMIUM_ARGS
+                )
+                tab = self.start(browser)
+                self.tabs.append(tab)
+                while (job := self._next()) is not None:
+                    try:
+                        for key, value in self.run(tab, job):
+                            self._put(key, value)
+                    except BaseException as error:  # each test of the job reports it
+                        for key in self.keys(job):
+                            self._put(key, error)
+                    with self.changed:
+                        self.running.discard(job)
+                browser.close()
+        except BaseException as error:  # the browser did not start: the other thread goes on
+            with self.changed:
+                self.failure = error
+                self.changed.notify_all()

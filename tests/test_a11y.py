@@ -46,6 +46,7 @@ from support import (
     ROOT,
     SCHEMES,
     SCREENS,
+    BrowserThreads,
     Tab,
     mkdocs_config,
     nav_pages,
@@ -75,7 +76,7 @@ RUNS = {
     "menu": [({"include": [[".md-header .md-select"]]}, "every")],
 }
 # axe.run's options for each kind of rules, worked out in the page from axe's own rule list.
-AXE_RUN = """([runs, tags]) => {
+AXE_RUN = """async ([runs, tags]) => {
     const wcag = axe.getRules(tags).filter(rule => !rule.tags.includes("experimental"));
     const colour = wcag.filter(rule => rule.tags.includes("cat.color")).map(rule => rule.ruleId);
     const only = values => ({ runOnly: { type: "rule", values }, resultTypes: ["violations"] });
@@ -84,15 +85,12 @@ AXE_RUN = """([runs, tags]) => {
         colour: only(colour),
         others: only(wcag.map(rule => rule.ruleId).filter(id => !colour.includes(id))),
     };
-    window.mhaAxeDone = false;
-    window.mhaAxe = new Promise(go => setTimeout(go)).then(async () => {
-        const violations = [];
-        for (const [context, kind] of runs) {
-            const found = await axe.run(context ?? document, rules[kind]);
-            violations.push(...found.violations);
-        }
-        return { violations };
-    }).finally(() => { window.mhaAxeDone = true; });
+    const violations = [];
+    for (const [context, kind] of runs) {
+        const found = await axe.run(context ?? document, rules[kind]);
+        violations.push(...found.violations);
+    }
+    return violations;
 }"""
 # The checks, per kind: a page on the desktop screen in each scheme, then on the phone screen,
 # one after the other in one load of the page; Material's widgets, open, in a scheme.
@@ -100,7 +98,7 @@ STATES = {
     "page": ("light", "dark", "phone"),
     "widgets": ("search", "highlight", "menu"),
 }
-WORKERS = 2  # tabs checking pages side by side: one per core of the machines this runs on
+WORKERS = 2  # browsers checking pages side by side: one per core of the machines this runs on
 # Violations not counted, as (rule, CSS selector of the elements) -> reason. Each needs a reason.
 PENDING: dict[tuple[str, str], str] = {}
 SEARCH_TERMS = {"en": "stride", "zh": "注意力"}
@@ -156,22 +154,16 @@ def open_page(tab: Tab, lang: str, page: str, scheme: str, query: str = ""):
     return p
 
 
-def start_axe(p, axe_script: str, state: str) -> None:
-    """Start axe's WCAG 2 A/AA check of the page as it is now in ``state`` (its RUNS);
-    ``axe_result`` waits for it. It starts in the page's next task, so this returns at once and
-    other tabs, each in its own renderer process, can check their pages meanwhile."""
+def axe_violations(p, axe_script: str, state: str) -> list[dict]:
+    """axe's WCAG 2 A/AA violations of the page as it is now in ``state`` (its RUNS), less the
+    PENDING ones."""
     p.evaluate("document.fonts.ready")
     if not p.evaluate("typeof axe !== 'undefined'"):
         p.add_script_tag(path=axe_script)
-    p.evaluate(AXE_RUN, [RUNS[state], WCAG_TAGS])
-
-
-def axe_result(p) -> list[dict]:
-    """The violations found by the check ``start_axe`` started on the page, less the PENDING."""
-    found = p.evaluate("() => window.mhaAxe")
+    found = p.evaluate(AXE_RUN, [RUNS[state], WCAG_TAGS])
     matches = "([target, selector]) => document.querySelector(target).matches(selector)"
     kept = []
-    for violation in found["violations"]:
+    for violation in found:
         pending = [sel for (rule, sel) in PENDING if rule == violation["id"]]
         nodes = [
             node
@@ -183,120 +175,73 @@ def axe_result(p) -> list[dict]:
     return kept
 
 
-class Worker:
-    """A tab that runs one page check at a time: ``run`` yields after starting each axe check,
-    so that another worker's tab checks a page in its own renderer process meanwhile."""
+def check_page(tab: Tab, axe_script: str, lang: str, page: str):
+    """Check the page in each of its states, in one load: light and dark on the desktop screen,
+    then light on the phone screen. Yields each state with its violations."""
+    p = tab.page
+    p.set_viewport_size(SCREENS["desktop"])
+    open_page(tab, lang, page, "light")
+    for state in STATES["page"]:
+        if state == "dark":
+            switch_scheme(p, "dark")
+        if state == "phone":
+            switch_scheme(p, "light")
+            p.set_viewport_size(SCREENS["phone"])
+            p.evaluate(NEXT_FRAME)  # laid out at the new width
+        yield state, axe_violations(p, axe_script, state)
+        if page == "walkthrough.md" and state != "phone":
+            # code-heavy: its colours, looked at in screenshots/
+            p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
+            screenshot(p, f"a11y-{lang}-walkthrough-{state}.png")
 
-    def __init__(self, browser, site_url: str, axe_script: str):
-        self.context = axe_context(browser, axe_script)
-        self.tab = Tab(self.context, site_url)
-        self.axe_script = axe_script
-        self.job: tuple[str, str, str] | None = None
-        self.steps = None
 
-    def done(self) -> bool:
-        """Whether the check it started has finished (asked without waiting)."""
-        return self.tab.page.evaluate("window.mhaAxeDone === true")
+def check_widgets(tab: Tab, axe_script: str, lang: str, scheme: str):
+    """Check Material's widgets open, in ``scheme``: search with results, the page a result leads
+    to with the term highlighted, the language menu. Yields each state with its violations."""
+    p, term = tab.page, SEARCH_TERMS[lang]
+    p.set_viewport_size(SCREENS["desktop"])
+    for page, query in (("index.md", ""), ("walkthrough.md", f"?h={term}")):
+        open_page(tab, lang, page, "light", query)
+        if scheme != "light":
+            switch_scheme(p, scheme)
+        if not query:
+            type_search(p, term)
+            yield "search", axe_violations(p, axe_script, "search")
+    assert p.locator("article mark[data-md-highlight]").count(), f"{term} is not highlighted"
+    yield "highlight", axe_violations(p, axe_script, "highlight")
+    p.hover(".md-header .md-select")
+    p.locator(".md-select__link[hreflang]").first.wait_for(state="visible")
+    yield "menu", axe_violations(p, axe_script, "menu")
 
-    def run(self, results: dict, kind: str, lang: str, target: str):
-        """Run the checks of a job; results go to ``results``, keyed (kind, state, lang, target)."""
-        steps = self.widgets(lang, target) if kind == "widgets" else self.page(lang, target)
-        for state in steps:
-            yield
-            results[kind, state, lang, target] = axe_result(self.tab.page)
 
-    def page(self, lang: str, page: str):
-        """Check the page in each of its states, in one load: light and dark on the desktop
-        screen, then light on the phone screen. Yields each state started."""
-        p = self.tab.page
-        p.set_viewport_size(SCREENS["desktop"])
-        open_page(self.tab, lang, page, "light")
-        for state in STATES["page"]:
-            if state == "dark":
-                switch_scheme(p, "dark")
-            if state == "phone":
-                switch_scheme(p, "light")
-                p.set_viewport_size(SCREENS["phone"])
-                p.evaluate(NEXT_FRAME)  # laid out at the new width
-            start_axe(p, self.axe_script, state)
-            yield state
-            if page == "walkthrough.md" and state != "phone":
-                # code-heavy: its colours, looked at in screenshots/
-                p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
-                screenshot(p, f"a11y-{lang}-walkthrough-{state}.png")
-
-    def widgets(self, lang: str, scheme: str):
-        """Check Material's widgets open, in ``scheme``: search with results, the page a result
-        leads to with the term highlighted, the language menu. Yields each state started."""
-        p, term = self.tab.page, SEARCH_TERMS[lang]
-        p.set_viewport_size(SCREENS["desktop"])
-        for page, query in (("index.md", ""), ("walkthrough.md", f"?h={term}")):
-            open_page(self.tab, lang, page, "light", query)
-            if scheme != "light":
-                switch_scheme(p, scheme)
-            if not query:
-                type_search(p, term)
-                start_axe(p, self.axe_script, "search")
-                yield "search"
-        assert p.locator("article mark[data-md-highlight]").count(), f"{term} is not highlighted"
-        start_axe(p, self.axe_script, "highlight")
-        yield "highlight"
-        p.hover(".md-header .md-select")
-        p.locator(".md-select__link[hreflang]").first.wait_for(state="visible")
-        start_axe(p, self.axe_script, "menu")
-        yield "menu"
+CHECKS = {"page": check_page, "widgets": check_widgets}
 
 
 class PageChecks:
-    """The checks the selected tests ask for, run ahead of them by ``WORKERS`` tabs side by side,
-    in the order the tests ask; each result waits, kept, for its own test, which asserts on it. A
-    job that fails (a page that does not load, say) fails each of its tests."""
+    """The checks the selected tests ask for, run ahead of them by ``WORKERS`` browsers side by
+    side (``support.BrowserThreads``), in the order the tests ask; each result waits, kept, for
+    its own test, which asserts on it. A job (kind, lang, target) that fails (a page that does not
+    load, say) fails each of its tests."""
 
-    def __init__(self, workers: list[Worker], jobs: list[tuple[str, str, str]]):
-        self.workers, self.jobs = workers, jobs  # jobs: (kind, lang, target), in test order
-        self.results: dict[tuple[str, str, str, str], object] = {}
+    def __init__(self, site_url: str, axe_script: str, jobs: list[tuple[str, str, str]]):
+        def run(tab: Tab, job: tuple[str, str, str]):
+            kind, lang, target = job
+            for state, found in CHECKS[kind](tab, axe_script, lang, target):
+                yield (kind, state, lang, target), found
+
+        self.threads = BrowserThreads(
+            jobs,
+            keys=lambda job: [(job[0], state, *job[1:]) for state in STATES[job[0]]],
+            start=lambda browser: Tab(axe_context(browser, axe_script), site_url),
+            run=run,
+            count=WORKERS,
+        )
 
     def violations(self, kind: str, state: str, lang: str, target: str) -> list[dict]:
         """axe's WCAG 2 A/AA violations, less the PENDING ones, of the page ``target`` (or of the
         widgets in the scheme ``target``) in ``state``."""
         assert state in STATES[kind], f"no {state} check of {kind}"
-        key = (kind, state, lang, target)
-        job = (kind, lang, target)
-        if key not in self.results and job not in self.jobs + [w.job for w in self.workers]:
-            self.jobs.insert(0, job)  # not planned (asked again, or by a test run on its own)
-        while key not in self.results:
-            self._start_jobs()
-            for worker in self.workers:  # collect the checks done, start the next ones
-                if worker.job is not None and worker.job != job and worker.done():
-                    self._advance(worker)
-                    self._start_jobs()
-            busy = [w for w in self.workers if w.job is not None]
-            # wait for this test's check, or, if no tab has started it yet, for a tab to be free
-            self._advance(next((w for w in busy if w.job == job), busy[0]))
-        found = self.results.pop(key)
-        if isinstance(found, BaseException):
-            raise found
-        return found
-
-    def _start_jobs(self) -> None:
-        for worker in self.workers:
-            if worker.job is None and self.jobs:
-                worker.job = self.jobs.pop(0)
-                worker.steps = worker.run(self.results, *worker.job)
-                self._advance(worker)
-
-    def _advance(self, worker: Worker) -> None:
-        """Run ``worker`` to the start of its next check, waiting for the one it started (if any);
-        a worker done with its job is free for the next."""
-        try:
-            next(worker.steps)
-        except StopIteration:
-            worker.job = None
-        except Exception as error:  # each test of the job reports it
-            kind, lang, target = worker.job
-            for state in STATES[kind]:
-                self.results.setdefault((kind, state, lang, target), error)
-            worker.job = None
+        return self.threads.result((kind, lang, target), (kind, state, lang, target))
 
 
 @pytest.fixture(scope="module")
@@ -315,11 +260,10 @@ def page_checks(request, browser, site_url, axe_script) -> PageChecks:
         kind, target = kinds[item.originalname]
         if (kind, params["lang"], params[target]) not in jobs:
             jobs.append((kind, params["lang"], params[target]))
-    workers = [Worker(browser, site_url, axe_script) for _ in range(WORKERS)]
-    yield PageChecks(workers, jobs)
-    for worker in workers:
-        assert not worker.tab.outside, f"requests to other hosts: {worker.tab.outside}"
-        worker.context.close()
+    checks = PageChecks(site_url, axe_script, jobs)
+    yield checks
+    outside = checks.threads.close()
+    assert not outside, f"requests to other hosts: {outside}"
 
 
 def report(violations: list[dict], where: str) -> str:
@@ -460,8 +404,7 @@ def test_each_state_checks_what_it_changes_and_catches_a_fault_planted_there(tab
             "'beforeend', `<span id=mha-planted>${html}</span>`)",
             [where, html],
         )
-        start_axe(p, axe_script, state)
-        found = {v["id"] for v in axe_result(p)}
+        found = {v["id"] for v in axe_violations(p, axe_script, state)}
         p.evaluate("document.getElementById('mha-planted').remove()")
         if rule not in found:
             missed.append(f"{state}: {rule} planted in {where}, found {sorted(found)}")

@@ -14,16 +14,14 @@ reason that says what to install; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/r
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from support import (
-    CHROMIUM_ARGS,
     LANGUAGES,
     ROOT,
+    BrowserThreads,
     Tab,
-    chromium_path,
     nav_pages,
+    new_context,
     page_path,
     screenshot,
 )
@@ -102,67 +100,58 @@ def both_languages(tab: Tab, page: str) -> None:
     tab.assert_clean()
 
 
-class Helper(threading.Thread):
-    """A second Chromium, in a thread of its own (Playwright's sync API wants one instance per
-    thread), checking every other page while the tests check theirs: page loads mostly wait on
-    one renderer, so two browsers use the machine's second core. Each page's outcome (None, or
-    what it raised) waits for its test, which re-raises it."""
-
-    def __init__(self, site_url: str, pages: list[str]):
-        super().__init__(daemon=True)
-        self.site_url, self.pages = site_url, pages
-        self.outcomes: dict[str, BaseException | None] = {}
-        self.outside: list[str] = []
-        self.ready = {page: threading.Event() for page in pages}
-
-    def run(self):
-        from playwright.sync_api import sync_playwright
-
-        try:
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(
-                    executable_path=chromium_path(), args=CHROMIUM_ARGS
-                )
-                context = browser.new_context(viewport={"width": 1280, "height": 900})
-                tab = Tab(context, self.site_url)
-                for page in self.pages:
-                    try:
-                        both_languages(tab, page)
-                        self.outcomes[page] = None
-                    except BaseException as error:  # its test reports it
-                        self.outcomes[page] = error
-                    self.ready[page].set()
-                self.outside = tab.outside
-                browser.close()
-        except BaseException as error:  # the browser did not start: every page's test says so
-            for page in self.pages:
-                self.outcomes.setdefault(page, error)
-                self.ready[page].set()
-
-    def outcome(self, page: str) -> BaseException | None:
-        assert self.ready[page].wait(timeout=600), f"{page}: the helper browser never checked it"
-        return self.outcomes[page]
-
-
 @pytest.fixture(scope="module")
-def helper(browser, site_url):
-    """The helper, started on the odd pages of the nav when the first page test asks."""
-    helper = Helper(site_url, PAGES[1::2])
-    helper.start()
-    yield helper
-    helper.join(timeout=600)
-    assert not helper.outside, f"requests to other hosts: {helper.outside}"
+def page_threads(browser, site_url):
+    """Two browsers, each in a thread of its own, running ``both_languages`` over the nav's pages
+    ahead of their tests (``support.BrowserThreads``): page loads keep one renderer busy, so
+    two browsers use both cores."""
+
+    def run(tab: Tab, page: str):
+        both_languages(tab, page)
+        yield page, None
+
+    threads = BrowserThreads(
+        PAGES,
+        keys=lambda page: [page],
+        start=lambda browser: Tab(new_context(browser), site_url),
+        run=run,
+    )
+    yield threads
+    outside = threads.close()
+    assert not outside, f"requests to other hosts: {outside}"
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_each_language_loads_clean_renders_its_math_and_switches_to_the_other(tab, helper, page):
-    """``both_languages``, in this test's tab or, for every other page, in the helper's."""
-    if page in helper.pages:
-        error = helper.outcome(page)
-        if error is not None:
-            raise error
-    else:
-        both_languages(tab, page)
+def test_each_language_loads_clean_renders_its_math_and_switches_to_the_other(page_threads, page):
+    """``both_languages``, run by ``page_threads``."""
+    page_threads.result(page, page)
+
+
+def test_browser_threads_give_each_test_its_jobs_value_or_error(browser, site_url):
+    """A job's values reach the tests that ask for them, whichever thread ran it; a job that
+    raises fails each of its keys it had not yielded, with its own error; a job asked for again
+    runs again."""
+
+    def run(tab: Tab, job: str):
+        yield (job, "title"), tab.open("en", "index.md").title()
+        if job == "broken":
+            raise RuntimeError("the page broke")
+        yield (job, "lang"), tab.page.locator("html").get_attribute("lang")
+
+    threads = BrowserThreads(
+        ["fine", "broken"],
+        keys=lambda job: [(job, "title"), (job, "lang")],
+        start=lambda browser: Tab(new_context(browser), site_url),
+        run=run,
+    )
+    try:
+        assert threads.result("broken", ("broken", "title"))
+        with pytest.raises(RuntimeError, match="the page broke"):
+            threads.result("broken", ("broken", "lang"))
+        assert threads.result("fine", ("fine", "lang")) == "en"
+        assert threads.result("fine", ("fine", "lang"), timeout=60) == "en"  # again: runs again
+    finally:
+        assert not threads.close()
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
