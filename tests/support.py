@@ -433,9 +433,9 @@ class BrowserThreads:
     browser, makes its tab with ``start(browser)``, then takes jobs in the order given; a job runs
     as ``run(tab, job)``, which yields ``(key, value)`` pairs; ``keys(job)`` are the keys it is
     to yield. Each value waits, kept, for the test that asks for it with ``result``; a job that
-    raises gives its error to each of its keys not yet yielded, and ``result`` raises it. A test
-    that asks for a job neither queued nor running (not given, or asked again) puts it first. If no browser starts, each
-    test raises why.
+    raises (or ends) gives its error to each of its keys not yet yielded, and ``result`` raises
+    it. A test that asks for a key its job will not yield again (the job was not given, or the
+    key was taken already) puts the job first. If no browser starts, each test raises why.
     """
 
     def __init__(
@@ -448,7 +448,7 @@ class BrowserThreads:
     ):
         self.jobs, self.keys, self.start, self.run = list(jobs), keys, start, run
         self.results: dict[Hashable, object] = {}
-        self.running: set[Hashable] = set()
+        self.pending: dict[Hashable, set] = {}  # running jobs: the keys they have yet to yield
         self.tabs: list[Tab] = []
         self.changed = threading.Condition()
         self.closing = False
@@ -460,7 +460,8 @@ class BrowserThreads:
     def result(self, job: Hashable, key: Hashable, timeout: float = 600):
         """The value ``job`` yielded under ``key``, once it has; raises what the job raised."""
         with self.changed:
-            if key not in self.results and job not in self.running and job not in self.jobs:
+            coming = key in self.results or key in self.pending.get(job, ()) or job in self.jobs
+            if not coming:
                 self.jobs.insert(0, job)
                 self.changed.notify_all()
             done = self.changed.wait_for(
@@ -477,15 +478,16 @@ class BrowserThreads:
             raise value
         return value
 
-    def close(self) -> list[str]:
-        """Stop the threads once their jobs are done; the requests their tabs made to other
-        hosts."""
+    def close(self) -> None:
+        """Stop the threads once their jobs are done; fails if their tabs made a request to
+        another host."""
         with self.changed:
             self.closing = True
             self.changed.notify_all()
         for thread in self.threads:
             thread.join(timeout=600)
-        return [url for tab in self.tabs for url in tab.outside]
+        outside = [url for tab in self.tabs for url in tab.outside]
+        assert not outside, f"requests to other hosts: {outside}"
 
     def _next(self) -> Hashable | None:
         with self.changed:
@@ -493,12 +495,13 @@ class BrowserThreads:
             if not self.jobs:
                 return None
             job = self.jobs.pop(0)
-            self.running.add(job)
+            self.pending[job] = set(self.keys(job))
             return job
 
-    def _put(self, key: Hashable, value: object) -> None:
+    def _put(self, job: Hashable, key: Hashable, value: object) -> None:
         with self.changed:
-            self.results.setdefault(key, value)
+            self.results[key] = value
+            self.pending[job].discard(key)
             self.changed.notify_all()
 
     def _work(self) -> None:
@@ -514,12 +517,14 @@ class BrowserThreads:
                 while (job := self._next()) is not None:
                     try:
                         for key, value in self.run(tab, job):
-                            self._put(key, value)
-                    except BaseException as error:  # each test of the job reports it
-                        for key in self.keys(job):
-                            self._put(key, error)
+                            self._put(job, key, value)
+                        error = AssertionError(f"{job} ended without yielding this key")
+                    except BaseException as raised:  # each test of the job reports it
+                        error = raised
                     with self.changed:
-                        self.running.discard(job)
+                        for key in self.pending.pop(job):
+                            self.results[key] = error
+                        self.changed.notify_all()
                 browser.close()
         except BaseException as error:  # the browser did not start: the other thread goes on
             with self.changed:
