@@ -27,7 +27,17 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.full import MHA, KVCache, ModelCache, padding_mask
+from mha.checks import _check_integer_tensor
+from mha.full import (
+    MHA,
+    KVCache,
+    ModelCache,
+    _check_flag,
+    _check_length,
+    _check_number,
+    _check_range,
+    padding_mask,
+)
 
 __all__ = ["Block", "Decoder", "beam_search", "generate", "positions_of"]
 
@@ -116,10 +126,22 @@ class Decoder(nn.Module):
         max_len: how many positions the learned position embedding has.
         dropout: each block's dropout.
 
+    Attributes:
+        vocab_size: how many token ids.
+        max_len: how many positions the model embeds.
+
+    Raises:
+        TypeError: ``vocab_size``, ``num_layers`` or ``max_len`` is not an ``int``.
+        ValueError: ``vocab_size``, ``num_layers`` or ``max_len`` is not positive.
+
     Examples:
         >>> model = Decoder(vocab_size=11, hidden_size=16, heads_num=4, num_layers=2, max_len=8)
         >>> model.positions.weight.shape  # [max_len, hidden_size]
         torch.Size([8, 16])
+        >>> Decoder(vocab_size=11, hidden_size=16, heads_num=4, num_layers=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: num_layers must be a positive int, got 0
 
     中文:
         只有解码器的语言模型：词表 id 的嵌入加上位置嵌入，若干个块，一个 LayerNorm，
@@ -133,6 +155,14 @@ class Decoder(nn.Module):
             num_layers: 块的个数。
             max_len: 学习得到的位置嵌入有多少个位置。
             dropout: 每个块的 dropout。
+
+        属性:
+            vocab_size: 词表的大小（id 的个数）。
+            max_len: 模型能嵌入的位置数。
+
+        引发:
+            TypeError: ``vocab_size``、``num_layers`` 或 ``max_len`` 不是 ``int``。
+            ValueError: ``vocab_size``、``num_layers`` 或 ``max_len`` 不是正数。
     """
 
     def __init__(
@@ -147,6 +177,13 @@ class Decoder(nn.Module):
         dropout: float = 0.0,
     ):
         super().__init__()
+        for name, size in [
+            ("vocab_size", vocab_size),
+            ("num_layers", num_layers),
+            ("max_len", max_len),
+        ]:
+            _check_length(name, size, positive=True)
+        self.vocab_size, self.max_len = vocab_size, max_len
         self.tokens = nn.Embedding(vocab_size, hidden_size)
         self.positions = nn.Embedding(max_len, hidden_size)
         self.blocks = nn.ModuleList(
@@ -180,6 +217,14 @@ class Decoder(nn.Module):
         Returns:
             ``[batch_size, q_len, vocab_size]``.
 
+        Raises:
+            TypeError: ``ids`` or ``positions`` is not an integer tensor, or ``cache`` is not a
+                [`ModelCache`][mha.full.ModelCache].
+            ValueError: ``ids`` is not 2-D or holds an id outside ``0 .. vocab_size - 1``;
+                ``positions`` has another shape than ``ids`` or one outside ``0 .. max_len - 1``;
+                without ``positions``, ``len(cache)`` + ``q_len`` is more than ``max_len``; or
+                ``cache`` has another number of layers than the model has blocks.
+
         中文:
             每个位置的下一个位置的 logits。
 
@@ -195,7 +240,16 @@ class Decoder(nn.Module):
 
             返回:
                 形状为 ``[batch_size, q_len, vocab_size]`` 的 logits。
+
+            引发:
+                TypeError: ``ids`` 或 ``positions`` 不是整数张量，或者 ``cache`` 不是
+                    [`ModelCache`][mha.full.ModelCache]。
+                ValueError: ``ids`` 不是二维的，或者有超出 ``0 .. vocab_size - 1`` 的 id；
+                    ``positions`` 的形状与 ``ids`` 不同，或者有超出 ``0 .. max_len - 1`` 的位置；
+                    没有给 ``positions`` 时 ``len(cache)`` + ``q_len`` 超过 ``max_len``；或者
+                    ``cache`` 的层数与模型的块数不同。
         """
+        _check_forward(self, ids, positions, cache)
         if positions is None:
             start = 0 if cache is None else len(cache)
             positions = torch.arange(start, start + ids.size(1), device=ids.device)
@@ -256,6 +310,14 @@ def generate(
     that grows by one real position per step and each row's own positions make every row's
     tokens those its prompt would get alone.
 
+    The model need not be a [`Decoder`][mha.decoder.Decoder]; what ``generate`` uses of it is:
+    ``model.vocab_size``, ``model.max_len`` (the most positions a sequence may have; ``None`` or
+    absent: no limit), ``len(model.blocks)`` (one cache per block), its parameters (their device
+    is where the tokens go), and the call ``model(ids, positions=..., attn_mask=..., cache=...)``
+    with ``ids`` and ``positions`` ``[batch_size, q_len]``, ``attn_mask`` a key mask
+    ``[batch_size, 1, 1, k_len]`` and ``cache`` a [`ModelCache`][mha.full.ModelCache] it extends,
+    returning the logits ``[batch_size, q_len, vocab_size]``.
+
     Args:
         model: the decoder, in evaluation mode.
         prompts: token ids, one list per prompt, each at least one token.
@@ -263,17 +325,47 @@ def generate(
         left: pad on the left (``True``) or the right.
         temperature: 0 picks the most likely token (greedy); above 0, samples from the softmax
             of ``logits / temperature``.
-        generator: for sampling.
-        max_len: each cache's ``max_len`` (``None``: growing buffers).
+        generator: for sampling, on the model's device.
+        max_len: each cache's ``max_len`` (``None``: growing buffers); at least the longest
+            prompt's length plus ``steps``.
 
     Returns:
         ``[batch_size, steps]`` the new tokens.
+
+    Raises:
+        TypeError: ``model`` lacks what it needs (above); ``prompts`` is not a list of lists of
+            ``int``; ``steps`` or ``max_len`` is not an ``int``, ``left`` not a ``bool``,
+            ``temperature`` not a number, or ``generator`` not a ``torch.Generator``.
+        ValueError: there is no prompt, a prompt is empty or holds an id outside
+            ``0 .. vocab_size - 1``; ``steps`` is negative, ``temperature`` negative;
+            ``generator`` is on another device than the model; the longest prompt plus
+            ``steps`` is more than ``model.max_len`` or ``max_len``.
+
+    Examples:
+        >>> model = Decoder(vocab_size=11, hidden_size=16, heads_num=4, max_len=8).eval()
+        >>> generate(model, [[1, 2, 3], [4]], steps=5).shape
+        torch.Size([2, 5])
+        >>> generate(model, [[1, 2, 3], [4]], steps=6)
+        Traceback (most recent call last):
+        ...
+        ValueError: the longest prompt (prompts[0], 3 tokens) plus steps (6) is 9 positions,
+        more than model.max_len (8)
 
     中文:
         把每个提示续写 ``steps`` 个位置，所有提示放在一批里。
 
         提示补齐到最长的那个，填充在左边（默认）或右边；键掩码每一步增加一个真实位置，每一行用它自己
         的位置，所以每一行生成的 id，与它的提示单独生成时相同。
+
+        模型不必是 [`Decoder`][mha.decoder.Decoder]；``generate`` 用到的只有：
+        ``model.vocab_size``；``model.max_len``（一条序列最多的位置数，为 ``None`` 或没有
+        这个属性时不设上限）；``len(model.blocks)``（每个块一个缓存）；模型的参数（新的 id
+        放在它们所在的设备上）；以及调用
+        ``model(ids, positions=..., attn_mask=..., cache=...)``，其中 ``ids`` 和
+        ``positions`` 为 ``[batch_size, q_len]``，``attn_mask`` 是键掩码
+        ``[batch_size, 1, 1, k_len]``，``cache`` 是一个由它延长的
+        [`ModelCache`][mha.full.ModelCache]，返回形状为 ``[batch_size, q_len, vocab_size]``
+        的 logits。
 
         参数:
             model: 解码器，处于评估模式。
@@ -282,13 +374,22 @@ def generate(
             left: 填充在左边（``True``）还是右边。
             temperature: 0 表示取概率最大的 id（贪心）；大于 0 时，从 ``logits / temperature``
                 的 softmax 中采样。
-            generator: 采样用的随机数生成器。
-            max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）。
+            generator: 采样用的随机数生成器，与模型在同一个设备上。
+            max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）；不小于最长的提示的长度加上
+                ``steps``。
 
         返回:
             ``[batch_size, steps]``，新生成的 id。
+
+        引发:
+            TypeError: ``model`` 缺少上面说的属性；``prompts`` 不是由 ``int`` 列表组成的列表；
+                ``steps`` 或 ``max_len`` 不是 ``int``，``left`` 不是 ``bool``，``temperature``
+                不是数，或者 ``generator`` 不是 ``torch.Generator``。
+            ValueError: 一个提示也没有，某个提示为空，或者有超出 ``0 .. vocab_size - 1`` 的 id；
+                ``steps`` 为负，``temperature`` 为负；``generator`` 与模型不在同一个设备上；
+                最长的提示加上 ``steps`` 超过 ``model.max_len`` 或 ``max_len``。
     """
-    device = model.head.weight.device
+    device = _check_generate(model, prompts, steps, left, temperature, generator, max_len)
     lengths = torch.tensor([len(p) for p in prompts], device=device)  # [batch_size]
     width = int(lengths.max())
     tokens = torch.zeros(len(prompts), width, dtype=torch.long, device=device)
@@ -301,14 +402,14 @@ def generate(
     # 每一行最后一个真实位置的 logits：左填充时都在最后一列
     # Each row's last real position: the last column when padded on the left
     last = logits[:, -1] if left else logits[torch.arange(len(prompts)), lengths - 1]
-    new = []
+    new = [tokens[:, :0]]  # [batch_size, 0], so that steps=0 gives [batch_size, 0]
     for _ in range(steps):
         token = _pick(last, temperature, generator)  # [batch_size]
-        new.append(token)
+        new.append(token[:, None])
         position = held.sum(dim=-1).view(-1, 1)  # [batch_size, 1]: the real positions so far
         held = torch.cat([held, held.new_ones(len(prompts), 1, 1, 1)], dim=-1)  # one more key
         last = model(token[:, None], positions=position, attn_mask=held, cache=cache)[:, -1]
-    return torch.stack(new, dim=1)
+    return torch.cat(new, dim=1)  # [batch_size, steps]
 
 
 def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None) -> Tensor:
@@ -330,15 +431,37 @@ def beam_search(model: Decoder, prompt: list[int], steps: int, beams: int) -> tu
     cache is reordered so that row ``i`` holds the history of the beam that candidate ``i``
     continues.
 
+    The model need not be a [`Decoder`][mha.decoder.Decoder]; ``beam_search`` uses what
+    [`generate`][mha.decoder.generate] uses, but calls ``model(ids, cache=...)`` without
+    positions or mask: the model counts positions from ``len(cache)`` on.
+
     Args:
         model: the decoder, in evaluation mode.
-        prompt: token ids.
-        steps: tokens per continuation.
-        beams: how many continuations to keep.
+        prompt: token ids, one prompt of at least one token.
+        steps: tokens per continuation; 0 gives ``beams`` empty ones, of log-probability 0.
+        beams: how many continuations to keep, at most ``vocab_size``.
 
     Returns:
         ``[beams, steps]`` the continuations, best first, and ``[beams]`` their total
             log-probabilities.
+
+    Raises:
+        TypeError: ``model`` lacks what it needs (above); ``prompt`` is not a list of ``int``
+            (a list of prompts included); ``steps`` or ``beams`` is not an ``int``.
+        ValueError: ``prompt`` is empty or holds an id outside ``0 .. vocab_size - 1``;
+            ``steps`` is negative; ``beams`` is not positive or more than ``vocab_size``; the
+            prompt plus ``steps`` is more than ``model.max_len``.
+
+    Examples:
+        >>> model = Decoder(vocab_size=11, hidden_size=16, heads_num=4).eval()
+        >>> seqs, scores = beam_search(model, [1, 2], steps=4, beams=3)
+        >>> seqs.shape, scores.shape  # [beams, steps], [beams]
+        (torch.Size([3, 4]), torch.Size([3]))
+        >>> beam_search(model, [1, 2], steps=4, beams=12)
+        Traceback (most recent call last):
+        ...
+        ValueError: beams (12) must be at most model.vocab_size (11):
+        the first step has vocab_size candidates
 
     中文:
         逐个位置地找出 ``beams`` 个概率最大的续写，每个续写 ``steps`` 个位置。
@@ -346,16 +469,31 @@ def beam_search(model: Decoder, prompt: list[int], steps: int, beams: int) -> tu
         每一步在 ``beams × vocab_size`` 个候选中留下最好的 ``beams`` 个，并重排缓存，让第 ``i``
         行存着候选 ``i`` 所接续那一束的历史。
 
+        模型不必是 [`Decoder`][mha.decoder.Decoder]；``beam_search`` 用到的与
+        [`generate`][mha.decoder.generate] 相同，只是调用 ``model(ids, cache=...)`` 时不给位置和
+        掩码：模型从 ``len(cache)`` 起数位置。
+
         参数:
             model: 解码器，处于评估模式。
-            prompt: 提示的词表 id。
-            steps: 每个续写的位置数。
-            beams: 保留几个续写。
+            prompt: 提示的词表 id，只有一个提示，至少一个 id。
+            steps: 每个续写的位置数；为 0 时给出 ``beams`` 个空的续写，对数概率都是 0。
+            beams: 保留几个续写，不超过 ``vocab_size``。
 
         返回:
             ``[beams, steps]`` 个续写（最好的在前），以及 ``[beams]`` 个总对数概率。
+
+        引发:
+            TypeError: ``model`` 缺少上面说的属性；``prompt`` 不是 ``int`` 的列表（多个提示组成的
+                列表也不行）；``steps`` 或 ``beams`` 不是 ``int``。
+            ValueError: ``prompt`` 为空，或者有超出 ``0 .. vocab_size - 1`` 的 id；``steps`` 为负；
+                ``beams`` 不是正数或者超过 ``vocab_size``；提示加上 ``steps`` 超过
+                ``model.max_len``。
     """
-    device = model.head.weight.device
+    device = _check_search(model, prompt, steps, beams)
+    if steps == 0:  # nothing to choose: beams empty continuations, each of log-probability 0
+        return torch.zeros(beams, 0, dtype=torch.long, device=device), torch.zeros(
+            beams, device=device
+        )
     cache = ModelCache(len(model.blocks))
     logits = model(torch.tensor([prompt], device=device), cache=cache)[:, -1]  # [1, vocab_size]
     scores, first = logits.log_softmax(dim=-1)[0].topk(beams)  # [beams]
@@ -372,3 +510,159 @@ def beam_search(model: Decoder, prompt: list[int], steps: int, beams: int) -> tu
 
 
 # --8<-- [end:beam]
+
+
+# The checks of generate and beam_search: every argument, before any work, each error naming the
+# argument, what it should be and what it is.
+
+
+def _check_model(model: object) -> torch.device:
+    """``model`` has what generation uses (``generate``'s docstring); returns its device."""
+    missing = [name for name in ("blocks", "vocab_size") if not hasattr(model, name)]
+    if not isinstance(model, nn.Module) or missing:
+        lacks = f" (it has no {' and no '.join(missing)})" if missing else ""
+        raise TypeError(
+            "model must be an nn.Module with blocks, vocab_size and a forward taking "
+            f"(ids, positions=, attn_mask=, cache=), such as mha.decoder.Decoder, "
+            f"got {type(model).__name__}{lacks}"
+        )
+    _check_length("model.vocab_size", model.vocab_size, positive=True)
+    if getattr(model, "max_len", None) is not None:
+        _check_length("model.max_len", model.max_len, positive=True)
+    return next(model.parameters(), torch.empty(0)).device
+
+
+def _check_prompt(name: str, prompt: object, vocab_size: int) -> None:
+    """``prompt`` is a non-empty list of token ids in ``0 .. vocab_size - 1``."""
+    if isinstance(prompt, Tensor):
+        raise TypeError(f"{name} must be a list of token ids, got a Tensor: pass {name}.tolist()")
+    if not isinstance(prompt, list | tuple):
+        raise TypeError(
+            f"{name} must be a list of token ids, got {type(prompt).__name__} ({prompt!r})"
+        )
+    if not prompt:
+        raise ValueError(f"{name} must hold at least one token id, got {prompt!r}")
+    for i, token in enumerate(prompt):
+        _check_length(f"{name}[{i}]", token)
+        if token >= vocab_size:
+            raise ValueError(
+                f"{name}[{i}] must be a token id in 0 .. vocab_size - 1 ({vocab_size - 1}), "
+                f"got {token}"
+            )
+
+
+def _check_positions_left(model: nn.Module, name: str, length: int, steps: int) -> None:
+    """A prompt of ``length`` tokens and ``steps`` more fit in the model's ``max_len``."""
+    most = getattr(model, "max_len", None)
+    if most is not None and length + steps > most:
+        raise ValueError(
+            f"{name} plus steps ({steps}) is {length + steps} positions, "
+            f"more than model.max_len ({most})"
+        )
+
+
+def _check_generate(
+    model: object,
+    prompts: object,
+    steps: object,
+    left: object,
+    temperature: object,
+    generator: object,
+    max_len: object,
+) -> torch.device:
+    """``generate``'s arguments; returns the model's device."""
+    device = _check_model(model)
+    if isinstance(prompts, Tensor):
+        raise TypeError("prompts must be a list of prompts, got a Tensor: pass prompts.tolist()")
+    if not isinstance(prompts, list | tuple):
+        raise TypeError(
+            f"prompts must be a list of prompts (each a list of token ids), "
+            f"got {type(prompts).__name__} ({prompts!r})"
+        )
+    if not prompts:
+        raise ValueError(f"prompts must hold at least one prompt, got {prompts!r}")
+    if all(isinstance(token, int) for token in prompts):
+        raise TypeError(
+            f"prompts must be a list of prompts (each a list of token ids), got a list of ints "
+            f"{list(prompts)!r}: one prompt is written [{list(prompts)!r}]"
+        )
+    for row, prompt in enumerate(prompts):
+        _check_prompt(f"prompts[{row}]", prompt, model.vocab_size)
+    _check_length("steps", steps)
+    _check_flag("left", left)
+    _check_number("temperature", temperature)
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
+    if generator is not None:
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(
+                f"generator must be a torch.Generator or None, got {type(generator).__name__}"
+            )
+        if generator.device.type != device.type:
+            raise ValueError(
+                f"generator must be on the model's device ({device}), got {generator.device}"
+            )
+    row = max(range(len(prompts)), key=lambda r: len(prompts[r]))  # the first of the longest
+    longest = f"the longest prompt (prompts[{row}], {len(prompts[row])} tokens)"
+    _check_positions_left(model, longest, len(prompts[row]), steps)
+    if max_len is not None:
+        _check_length("max_len", max_len, positive=True)
+        if len(prompts[row]) + steps > max_len:
+            raise ValueError(
+                f"max_len ({max_len}) must be at least {longest} plus steps ({steps}), "
+                f"{len(prompts[row]) + steps}: each cache holds every position"
+            )
+    return device
+
+
+def _check_search(model: object, prompt: object, steps: object, beams: object) -> torch.device:
+    """``beam_search``'s arguments; returns the model's device."""
+    device = _check_model(model)
+    if isinstance(prompt, list | tuple) and any(isinstance(p, list | tuple) for p in prompt):
+        raise TypeError(
+            f"prompt must be one prompt, a list of token ids, got a list of {len(prompt)} lists: "
+            "beam_search searches one prompt at a time"
+        )
+    _check_prompt("prompt", prompt, model.vocab_size)
+    _check_length("steps", steps)
+    _check_length("beams", beams, positive=True)
+    if beams > model.vocab_size:
+        raise ValueError(
+            f"beams ({beams}) must be at most model.vocab_size ({model.vocab_size}): "
+            "the first step has vocab_size candidates"
+        )
+    _check_positions_left(model, f"the prompt ({len(prompt)} tokens)", len(prompt), steps)
+    return device
+
+
+def _check_forward(
+    model: Decoder, ids: object, positions: object, cache: ModelCache | None
+) -> None:
+    """``Decoder.forward``'s ``ids``, ``positions`` and ``cache``."""
+    _check_integer_tensor("ids", ids, "[batch_size, q_len]")
+    if ids.dim() != 2:
+        raise ValueError(f"ids must be 2-D [batch_size, q_len], got shape {list(ids.shape)}")
+    _check_range("ids", ids, model.vocab_size - 1, "vocab_size - 1")
+    if cache is not None:
+        if not isinstance(cache, ModelCache):
+            raise TypeError(f"cache must be a mha.full.ModelCache, got {type(cache).__name__}")
+        if len(cache.layers) != len(model.blocks):
+            raise ValueError(
+                f"cache must have one layer per block ({len(model.blocks)}), "
+                f"got {len(cache.layers)}"
+            )
+    if positions is None:
+        start = 0 if cache is None else len(cache)
+        if start + ids.size(1) > model.max_len:
+            raise ValueError(
+                f"len(cache) ({start}) plus q_len ({ids.size(1)}) is {start + ids.size(1)} "
+                f"positions, more than max_len ({model.max_len})"
+            )
+        return
+    _check_integer_tensor("positions", positions, "[batch_size, q_len] or [q_len]")
+    if positions.shape not in (ids.shape, ids.shape[1:]):
+        raise ValueError(
+            f"positions must have shape [batch_size, q_len] {list(ids.shape)} or [q_len] "
+            f"{list(ids.shape[1:])}, got {list(positions.shape)}"
+        )
+    _check_range("positions", positions, model.max_len - 1, "max_len - 1")
