@@ -17,6 +17,7 @@ float64 inputs; it is compared in float32).
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -86,13 +87,16 @@ ROPES = {
     },
 }
 
-# DeepSeek-V3's YaRN: a context stretched 40 times, mscale and mscale_all_dim as in its config
+# DeepSeek-V3's YaRN, the rope_scaling of its config.json (deepseek-ai/DeepSeek-V3: a context
+# stretched 40 times, mscale = mscale_all_dim = 1.0; V2's are 0.707 and 0.707), with a trained
+# context of 16 positions instead of its 4096, so the stretch changes the lengths drawn here.
+# cos and sin are not scaled (the ratio of the two mscales is 1); the softmax scale is.
 DEEPSEEK_YARN = {
     "rope_type": "yarn",
     "rope_theta": 10000.0,
     "factor": 40.0,
     "original_max_position_embeddings": 16,
-    "mscale": 0.707,
+    "mscale": 1.0,
     "mscale_all_dim": 1.0,
     "beta_fast": 32,
     "beta_slow": 1,
@@ -497,6 +501,21 @@ def build_deepseek(c: dict):
     config._attn_implementation = "sdpa"
     module = randomised(DeepseekV3Attention(config, layer_idx=0), c["dtype"], c["seed"])
     return module, config, DeepseekV3RotaryEmbedding(config)
+
+
+def test_deepseek_v3_yarn_scales_the_softmax_not_cos_and_sin():
+    # V3's mscale = mscale_all_dim = 1: transformers' rotary embedding leaves cos and sin as
+    # they are, and its attention multiplies 1 / sqrt(q head size) by (0.1 ln 40 + 1) ** 2,
+    # which from_hf carries into MLA's scale
+    c = dict(heads=2, q_lora_rank=None, kv_lora_rank=4, nope=6, rope_dims=4, v_dims=3)
+    c.update(rope="yarn", interleave=True, dtype=torch.float64, seed=0)
+    module, _, rotary = build_deepseek(c)
+    scaling = {k: v for k, v in DEEPSEEK_YARN.items() if k != "rope_theta"}
+    mscale = 0.1 * 1.0 * math.log(40.0) + 1
+    assert rotary.attention_scaling == 1.0
+    assert RotaryEmbedding(4, scaling=scaling).attention_factor == 1.0
+    assert math.isclose(module.scaling, (6 + 4) ** -0.5 * mscale**2)
+    assert from_hf(module).scale == module.scaling
 
 
 @given(c=mla_configurations)
