@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn as nn
@@ -42,7 +43,7 @@ from torch import Tensor
 from mha.checks import _check_integer_tensor, check_input, check_sizes
 from mha.rope import RotaryEmbedding
 
-__all__ = ["MHA", "KVCache", "ModelCache", "RMSNorm", "causal_mask", "padding_mask"]
+__all__ = ["MHA", "KVCache", "ModelCache", "Options", "RMSNorm", "causal_mask", "padding_mask"]
 
 
 def _check_length(name: str, value: object, *, positive: bool = False) -> None:
@@ -770,6 +771,105 @@ torch.serialization.add_safe_globals([KVCache, ModelCache])
 # --8<-- [end:cache]
 
 
+@dataclass(frozen=True)
+class Options:
+    """The options of [`MHA`][mha.full.MHA], declared once: its keyword arguments, in order.
+
+    ``MHA(**vars(options))`` and [`MHA.from_options`][mha.full.MHA.from_options] build a module
+    from them; [`MHA.options`][mha.full.MHA.options] gives a module's back, resolved (no
+    ``None`` where a value follows from the others, ``bias`` as the names of the projections
+    that have one). Every consumer reads this one declaration: splitting the heads across ranks
+    copies it with the local head counts (``mha.parallel.heads_on_rank``), ``to_torch`` maps or
+    refuses each field by name, ``from_hf`` fills it from a transformers module, and the
+    shape-comment checker's runs set each field; ``mha_site/checkers/options.py`` fails when a
+    field is missing from one of them.
+
+    The fields are the arguments of [`MHA`][mha.full.MHA], with the same meaning and defaults.
+
+    Examples:
+        >>> options = MHA(20, 4, kv_heads=2).options
+        >>> options.kv_heads, options.head_size, options.bias
+        (2, 5, ('W_q', 'W_k', 'W_v', 'W_o'))
+        >>> options.changed()
+        ['kv_heads']
+        >>> MHA.from_options(replace(options, heads_num=2, kv_heads=1)).W_q.weight.shape
+        torch.Size([10, 20])
+
+    中文:
+        [`MHA`][mha.full.MHA] 的选项，只在这里声明一次：就是它的关键字参数，顺序也相同。
+
+        ``MHA(**vars(options))`` 和 [`MHA.from_options`][mha.full.MHA.from_options] 用它构建模块；
+        [`MHA.options`][mha.full.MHA.options] 给出一个模块的选项，已经确定下来（能由其他选项推出的
+        不再是 ``None``，``bias`` 是带偏置的那几个投影的名字）。用到选项的地方都读这一份声明：把头
+        分到多个进程时，按本进程的头数复制它（``mha.parallel.heads_on_rank``）；``to_torch`` 逐个
+        字段地对应或者点名拒绝；``from_hf`` 从 transformers 的模块填写它；形状注释检查器的各次运行
+        把每个字段都用上。``mha_site/checkers/options.py`` 在某个字段被其中一处漏掉时报错。
+
+        各字段就是 [`MHA`][mha.full.MHA] 的参数，含义和默认值都相同。
+    """
+
+    hidden_size: int
+    heads_num: int
+    kv_heads: int | None = None
+    dropout: float = 0.0
+    bias: bool | tuple[str, ...] = True
+    fast: bool = True
+    context_size: int | None = None
+    head_size: int | None = None
+    scale: float | None = None
+    qk_norm: bool = False
+    norm_eps: float = 1e-6
+    rope: RotaryEmbedding | None = None
+    window: int | None = None
+
+    def resolved(self) -> Options:
+        """The same options with what follows from the others filled in: ``kv_heads``,
+        ``context_size`` and ``head_size`` as numbers, ``bias`` as a tuple of names.
+
+        Returns:
+            A new ``Options`` (checked as ``MHA`` checks its arguments).
+
+        中文:
+            同样的选项，把能由其他选项推出的填上：``kv_heads``、``context_size``、``head_size``
+            换成数，``bias`` 换成名字的元组。
+
+            返回:
+                一个新的 ``Options``（像 ``MHA`` 一样检查各参数）。
+        """
+        kv_heads = self.heads_num if self.kv_heads is None else self.kv_heads
+        head_size = self.head_size
+        if head_size is None:
+            check_sizes(self.hidden_size, self.heads_num)
+            head_size = self.hidden_size // self.heads_num
+        biased = _biased(self.bias)
+        return replace(
+            self,
+            kv_heads=kv_heads,
+            context_size=self.hidden_size if self.context_size is None else self.context_size,
+            head_size=head_size,
+            bias=tuple(name for name in PROJECTIONS if name in biased),
+        )
+
+    def changed(self) -> list[str]:
+        """The names of the fields whose value is not the default one, once both are resolved.
+
+        Returns:
+            Field names, in declaration order.
+
+        中文:
+            值不是默认值的字段名（两边都先确定下来再比较）。
+
+            返回:
+                字段名，按声明的顺序。
+        """
+        mine, h, heads = self.resolved(), self.hidden_size, self.heads_num
+        # The default head_size is h / heads; when that is not a whole number, no default is
+        default = replace(Options(h, heads, head_size=h // heads or 1).resolved(), head_size=None)
+        if h % heads == 0:
+            default = replace(default, head_size=h // heads)
+        return [f.name for f in fields(self) if getattr(mine, f.name) != getattr(default, f.name)]
+
+
 # --8<-- [start:class]
 class MHA(nn.Module):
     """Multi-head attention as real models use it: masks, cross-attention, KV cache, GQA.
@@ -912,16 +1012,22 @@ class MHA(nn.Module):
             raise ValueError(
                 f"rope.rotary_dims ({rope.rotary_dims}) must be at most head_size ({head_size})"
             )
+        # 每个选项存为同名属性（Options 的字段），MHA.options 从这些属性读回
+        # Each option is kept as the attribute of its name (a field of Options): MHA.options reads
+        # them back
         self.hidden_size = hidden_size
         self.heads_num = heads_num
-        self.head_size = head_size
         self.kv_heads = kv_heads
         self.dropout = float(dropout)
+        self.bias = tuple(name for name in PROJECTIONS if name in biased)
         self.fast = fast
         self.context_size = context_size
+        self.head_size = head_size
         self.scale = None if scale is None else float(scale)
-        self.window = window
+        self.qk_norm = qk_norm
+        self.norm_eps = float(norm_eps)
         self.rope = rope
+        self.window = window
 
         # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num），
         # 输入是 context_size 维（默认就是 hidden_size）
@@ -937,6 +1043,62 @@ class MHA(nn.Module):
         # Qwen3: an RMSNorm for each head of the queries and of the keys (None when off)
         self.q_norm = RMSNorm(head_size, eps=norm_eps) if qk_norm else None
         self.k_norm = RMSNorm(head_size, eps=norm_eps) if qk_norm else None
+
+    @property
+    def options(self) -> Options:
+        """This module's [`Options`][mha.full.Options], resolved, read from its attributes.
+
+        中文:
+            这个模块的 [`Options`][mha.full.Options]（已确定下来），从它的属性读出。
+        """
+        return Options(**{f.name: getattr(self, f.name) for f in fields(Options)})
+
+    @classmethod
+    def from_options(cls, options: Options) -> MHA:
+        """A new module built from ``options``, its weights initialised as ``MHA(...)`` does.
+
+        Args:
+            options: the [`Options`][mha.full.Options].
+
+        Returns:
+            ``MHA(**vars(options))``.
+
+        Raises:
+            TypeError: ``options`` is not an ``Options``.
+
+        中文:
+            按 ``options`` 新建一个模块，权重的初始化与 ``MHA(...)`` 相同。
+
+            参数:
+                options: 一个 [`Options`][mha.full.Options]。
+
+            返回:
+                ``MHA(**vars(options))``。
+
+            引发:
+                TypeError: ``options`` 不是 ``Options``。
+        """
+        if not isinstance(options, Options):
+            raise TypeError(f"options must be a mha.full.Options, got {type(options).__name__}")
+        return cls(**{f.name: getattr(options, f.name) for f in fields(options)})
+
+    def extra_repr(self) -> str:
+        """What ``print`` shows between the parentheses: the options that are not the default.
+
+        Returns:
+            ``hidden_size, heads_num`` and each changed option as ``name=value``.
+
+        中文:
+            ``print`` 在括号里显示的内容：不是默认值的那些选项。
+
+            返回:
+                ``hidden_size, heads_num``，以及每个改过的选项，写成 ``name=value``。
+        """
+        # The rope is a submodule: print shows it on a line of its own
+        return ", ".join(
+            [f"{self.hidden_size}, {self.heads_num}"]
+            + [f"{n}={getattr(self, n)!r}" for n in self.options.changed() if n != "rope"]
+        )
 
     # --8<-- [start:forward]
     def forward(

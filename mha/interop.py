@@ -90,6 +90,51 @@ __all__ = ["from_hf", "from_torch", "to_torch"]
 
 _LAYERS = ("W_q", "W_k", "W_v", "W_o")
 
+# What to_torch does with each option of mha.full.MHA (the fields of mha.full.Options): the ones
+# it maps to nn.MultiheadAttention, and the ones it refuses unless they have their default value,
+# each with what the refusal says. mha_site/checkers/options.py checks that every field is in one
+# of the two, and that each does what it says.
+TO_TORCH_MAPS = {
+    "hidden_size": "embed_dim",
+    "heads_num": "num_heads",
+    "dropout": "dropout",
+    "bias": "bias (a bias on all four projections or on none)",
+    "fast": "nothing: the same attention, computed another way",
+    "context_size": "kdim and vdim",
+}
+TO_TORCH_REFUSES = {
+    "kv_heads": lambda o: (
+        f"kv_heads ({o.kv_heads}) < heads_num ({o.heads_num}) is grouped-query attention; "
+        "nn.MultiheadAttention has none (its keys and values have heads_num heads)"
+    ),
+    "head_size": lambda o: (
+        f"head_size={o.head_size} (nn.MultiheadAttention's heads are hidden_size / heads_num "
+        f"= {o.hidden_size / o.heads_num:g} wide)"
+    ),
+    "scale": lambda o: f"scale={o.scale} (nn.MultiheadAttention scales by 1/sqrt(head_size))",
+    "qk_norm": lambda o: "qk_norm (a norm of each head of q and k)",
+    "norm_eps": lambda o: f"norm_eps={o.norm_eps} (the eps of qk_norm's norms)",
+    "rope": lambda o: "rope (rotary embeddings)",
+    "window": lambda o: "window (a sliding window)",
+}
+
+
+def _refuse_options(options: mha.full.Options) -> None:
+    """Raise, naming each option of ``options`` that ``nn.MultiheadAttention`` cannot express."""
+    changed = options.changed()
+    unknown = [n for n in changed if n not in TO_TORCH_MAPS and n not in TO_TORCH_REFUSES]
+    if unknown:  # an option added to mha.full.Options but not here: refuse rather than drop it
+        raise ValueError(f"cannot map m: to_torch does not know the option(s) {unknown}")
+    if "scale" in changed and options.scale == options.head_size**-0.5:
+        changed.remove("scale")  # the default scale, given explicitly
+    if "kv_heads" in changed:
+        raise ValueError(f"cannot map m: {TO_TORCH_REFUSES['kv_heads'](options)}")
+    used = [TO_TORCH_REFUSES[n](options) for n in changed if n in TO_TORCH_REFUSES]
+    if used:
+        raise ValueError(
+            f"cannot map m: {', '.join(used)}; nn.MultiheadAttention has no such option"
+        )
+
 
 def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention:
     """Build a ``torch.nn.MultiheadAttention`` holding exactly ``m``'s weights.
@@ -181,30 +226,9 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
         raise TypeError(f"m.dropout must be a float, got {type(dropout).__name__} ({dropout!r})")
 
     h, heads_num = m.hidden_size, m.heads_num
-    kv_heads = getattr(m, "kv_heads", heads_num)
     c = getattr(m, "context_size", h)
-    if kv_heads != heads_num:
-        raise ValueError(
-            f"cannot map m: kv_heads ({kv_heads}) < heads_num ({heads_num}) is grouped-query "
-            "attention; nn.MultiheadAttention has none (its keys and values have heads_num "
-            "heads)"
-        )
-    # Today's options change what the module computes; nn.MultiheadAttention has none of them
-    today = {
-        "rope": "rotary embeddings",
-        "window": "a sliding window",
-        "q_norm": "a norm of q and k (qk_norm)",
-    }
-    used = [
-        f"{name} ({what})" for name, what in today.items() if getattr(m, name, None) is not None
-    ]
-    scale = getattr(m, "scale", None)
-    if scale is not None and scale != (h // heads_num) ** -0.5:
-        used.append(f"scale={scale} (nn.MultiheadAttention scales by 1/sqrt(head_size))")
-    if used:
-        raise ValueError(
-            f"cannot map m: {', '.join(used)}; nn.MultiheadAttention has no such option"
-        )
+    if isinstance(m, mha.full.MHA):
+        _refuse_options(m.options)
     shapes = {n: tuple(getattr(m, n).weight.shape) for n in _LAYERS}
     expected = {"W_q": (h, h), "W_k": (h, c), "W_v": (h, c), "W_o": (h, h)}
     wrong = [f"{n}.weight is {list(s)}" for n, s in shapes.items() if s != expected[n]]
@@ -393,6 +417,40 @@ _HF_NAMES = {
     "q_norm": "q_norm",
     "k_norm": "k_norm",
 }
+def _hf_window(module: nn.Module) -> int | None:
+    """The sliding window of a transformers layer: Mistral's is in its config, the others' on
+    the layer (``None`` on a layer without one)."""
+    if type(module).__name__ == "MistralAttention":
+        return getattr(module.config, "sliding_window", None)
+    return getattr(module, "sliding_window", None)
+
+
+# How from_hf fills each option of mha.full.MHA (the fields of mha.full.Options) from a
+# transformers attention layer of the Llama family, and the options these layers never use (left
+# at their default). mha_site/checkers/options.py checks that every field is in one of the two.
+FROM_HF_FILLS = {
+    "hidden_size": lambda module: module.config.hidden_size,
+    "heads_num": lambda module: module.config.num_attention_heads,
+    "kv_heads": lambda module: module.config.num_key_value_heads,
+    "dropout": lambda module: float(module.config.attention_dropout),
+    "bias": lambda module: tuple(
+        ours
+        for theirs, ours in _HF_NAMES.items()
+        if theirs.endswith("proj") and getattr(module, theirs).bias is not None
+    ),
+    "head_size": lambda module: module.head_dim,
+    "scale": lambda module: float(module.scaling),
+    "qk_norm": lambda module: getattr(module, "q_norm", None) is not None,
+    "norm_eps": lambda module: (
+        float(module.q_norm.variance_epsilon) if getattr(module, "q_norm", None) else 1e-6
+    ),
+    "rope": lambda module: _rope_from_hf(module.config, module.head_dim),
+    "window": _hf_window,
+}
+FROM_HF_DEFAULTS = {
+    "fast": "True: the fused kernel, which computes what transformers' sdpa and eager paths do",
+    "context_size": "None: these are self-attention layers, their keys come from x",
+}
 _HF_MLA_NAMES = {
     "q_proj": "W_q",
     "q_a_proj": "W_dq",
@@ -469,33 +527,11 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     name = type(module).__name__
     if name not in HF_CLASSES:
         raise TypeError(f"from_hf converts transformers' {', '.join(HF_CLASSES)}; got {name}")
-    config = module.config
     if name == "DeepseekV3Attention":
         return _mla_from_hf(module)
-    head_size = module.head_dim
-    biased = tuple(
-        ours
-        for theirs, ours in _HF_NAMES.items()
-        if theirs.endswith("proj") and getattr(module, theirs).bias is not None
-    )
-    norm = getattr(module, "q_norm", None)
-    window = getattr(module, "sliding_window", None)
-    if name == "MistralAttention":
-        window = getattr(config, "sliding_window", None)
+    options = mha.full.Options(**{field: fill(module) for field, fill in FROM_HF_FILLS.items()})
     weight = module.q_proj.weight
-    m = mha.full.MHA(
-        config.hidden_size,
-        config.num_attention_heads,
-        kv_heads=config.num_key_value_heads,
-        head_size=head_size,
-        dropout=float(config.attention_dropout),
-        bias=biased,
-        scale=float(module.scaling),
-        qk_norm=norm is not None,
-        norm_eps=1e-6 if norm is None else float(norm.variance_epsilon),
-        rope=_rope_from_hf(config, head_size),
-        window=window,
-    ).to(device=weight.device, dtype=weight.dtype)
+    m = mha.full.MHA.from_options(options).to(device=weight.device, dtype=weight.dtype)
     return _load_renamed(m, module, _HF_NAMES)
 
 

@@ -24,7 +24,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import threading
+import types
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -124,10 +126,13 @@ DESIGN_FILENAME = "<design post>"
 
 
 def exec_module_source(source: str, filename: str) -> dict:
-    """Execute module source text in a fresh namespace and return that namespace."""
-    namespace: dict = {"__name__": f"exec:{filename}"}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace
+    """Execute module source text in a fresh module and return its namespace. The module is
+    registered in ``sys.modules`` (as ``exec:FILENAME``, replacing an earlier one): a dataclass
+    with string annotations looks its module up there."""
+    module = types.ModuleType(f"exec:{filename}")
+    sys.modules[module.__name__] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module.__dict__
 
 
 DesignMHA = exec_module_source(DESIGN_SOURCE, DESIGN_FILENAME)["MHA"]

@@ -21,8 +21,8 @@ import mha.annotated
 import mha.full
 import mha.pure
 from mha.full import causal_mask, padding_mask
-from mha.interop import from_torch, to_torch
-from mha.rope import RotaryEmbedding
+from mha.interop import TO_TORCH_REFUSES, from_torch, to_torch
+from mha_site.checkers import options as options_checker
 
 impls = each_implementation(IMPLEMENTATIONS)
 sizes = st.tuples(st.integers(1, 6), st.integers(1, 8))  # heads_num, head_size
@@ -569,19 +569,13 @@ def test_to_torch_accepts_kv_heads_equal_to_heads_num():
     assert to_torch(model).num_heads == 4
 
 
-@pytest.mark.parametrize(
-    ("options", "named"),
-    [
-        (dict(rope=RotaryEmbedding(4)), "rope (rotary embeddings)"),
-        (dict(window=3), "window (a sliding window)"),
-        (dict(qk_norm=True), "q_norm (a norm of q and k (qk_norm))"),
-        (dict(scale=0.3), "scale=0.3 (nn.MultiheadAttention scales by 1/sqrt(head_size))"),
-        (dict(head_size=4), "every linear layer must be [hidden_size, hidden_size] = [20, 20]"),
-    ],
-)
-def test_to_torch_refuses_each_option_of_todays_models_and_names_it(options, named):
-    with pytest.raises(ValueError, match=re.escape(named)):
-        to_torch(mha.full.MHA(20, 4, **options))
+@pytest.mark.parametrize("name", sorted(set(TO_TORCH_REFUSES) - {"kv_heads"}))
+def test_to_torch_refuses_each_option_of_todays_models_and_names_it(name):
+    model = options_checker.example_model(name)
+    expected = TO_TORCH_REFUSES[name](model.options)
+    assert expected.startswith(name), expected
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        to_torch(model)
 
 
 def test_to_torch_maps_a_scale_equal_to_the_default():

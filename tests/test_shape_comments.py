@@ -432,16 +432,19 @@ def test_full_removed_comment_is_reported_as_missing():
 
 
 def test_full_comment_in_a_branch_no_configuration_runs_is_reported():
-    # Insert a commented assignment that never executes: the checker must not let it pass.
-    mutated = FULL_SOURCE.replace(
-        "            weights = None\n",
-        "            weights = None\n"
-        "            if weights is not None:\n"
-        "                weights = weights.float()  # [batch_size, heads_num, q_len, k_len]\n",
-        1,
-    )
-    assert mutated != FULL_SOURCE
+    # Insert a commented assignment that never executes: the checker must not let it pass. The
+    # planted line matches a whole line (its indentation included), not the inside of a deeper
+    # one, and the mutated file still runs every configuration without an error.
+    lines = FULL_SOURCE.splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if line == "                weights = None\n"]
+    assert len(at) == 1, at
+    lines[at[0] + 1 : at[0] + 1] = [
+        "                if weights is not None:\n",
+        "                    weights = weights.float()  # [batch_size, heads_num, q_len, k_len]\n",
+    ]
+    mutated = "".join(lines)
     report = check_full(mutated, executed(mutated, "<mutated full.py>"))
+    assert not [p for p in report.problems if "raised" in p], report.problems
     line = _full_line("weights = weights.float()", mutated)
     assert report.never_ran == [f"line {line}: `weights = ...` never ran in any configuration"]
 

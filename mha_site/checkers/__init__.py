@@ -24,6 +24,7 @@ CHECKERS: tuple[str, ...] = (
     "shape_table",
     "api_languages",
     "shape_comments",
+    "options",
 )
 """The checker modules of this package, by name, in the order they run."""
 

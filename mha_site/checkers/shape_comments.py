@@ -222,8 +222,29 @@ class Run:
     rotary_dims: int | None = None
     positions: str | None = None
     window: int | None = None
+    bias: bool | tuple[str, ...] = True
+    norm_eps: float = 1e-6
 
     class_name: ClassVar[str] = "MHA"
+
+    def options(self) -> mha.full.Options:
+        """The options of ``mha.full.MHA`` this run builds it with (its sizes, ``dims()``)."""
+        dims = self.dims()
+        return mha.full.Options(
+            dims["hidden_size"],
+            self.heads_num,
+            kv_heads=self.kv_heads,
+            dropout=self.dropout,
+            bias=self.bias,
+            fast=self.fast,
+            context_size=self.context_size,
+            head_size=None if self.hidden_size is None else self.head_size,
+            scale=self.scale,
+            qk_norm=self.qk_norm,
+            norm_eps=self.norm_eps,
+            rope=None if self.rotary_dims is None else RotaryEmbedding(self.rotary_dims),
+            window=self.window,
+        )
 
     def call(self, namespace: dict) -> Call:
         return inputs(namespace, self)
@@ -356,6 +377,8 @@ RUNS = [
         scale=0.3,
         cached=4,
         is_causal=True,
+        bias=("W_q", "W_k", "W_v"),
+        norm_eps=1e-5,
     ),
     Run(
         "today/math/rope/positions/window/cache/qk_norm/padding/causal",
@@ -408,27 +431,9 @@ def inputs(namespace: dict, run: Run) -> Call:
     """``namespace['MHA']`` built as ``run`` says, and the arguments of its call."""
     dims = run.dims()
     torch.manual_seed(0)
-    cls = namespace["MHA"]
-    today = {}  # the options of today's models, given only when a run sets them
-    if run.hidden_size is not None:
-        today["head_size"] = run.head_size
-    if run.rotary_dims is not None:
-        today["rope"] = RotaryEmbedding(run.rotary_dims)
-    if run.qk_norm:
-        today["qk_norm"] = True
-    if run.scale is not None:
-        today["scale"] = run.scale
-    if run.window is not None:
-        today["window"] = run.window
-    model = cls(
-        dims["hidden_size"],
-        run.heads_num,
-        kv_heads=run.kv_heads,
-        dropout=run.dropout,
-        fast=run.fast,
-        context_size=run.context_size,
-        **today,
-    ).train(run.dropout > 0)
+    # The class of the namespace (a mutated copy of the file, maybe): built from the run's
+    # options as keywords, not from_options, which would check them against its own Options
+    model = namespace["MHA"](**vars(run.options())).train(run.dropout > 0)
     x = torch.randn(run.batch_size, run.q_len, dims["hidden_size"])
     context = None
     if run.src_len is not None:
@@ -649,6 +654,8 @@ def lookalike_gaps(
         checked_in = [
             dims[name] for name, r in report.runs.items() if r.status[a.first_line] == "checked"
         ]
+        if not checked_in:  # reported as never checked; "always" over no run says nothing
+            continue
         for name in sorted(names_in(a.comment)):
             for other in runs[0].dims():
                 if frozenset({name, other}) in same.get(a.last_line, set()):
