@@ -177,12 +177,9 @@ class Decoder(nn.Module):
         dropout: float = 0.0,
     ):
         super().__init__()
-        for name, size in [
-            ("vocab_size", vocab_size),
-            ("num_layers", num_layers),
-            ("max_len", max_len),
-        ]:
-            _check_length(name, size, positive=True)
+        _check_length("vocab_size", vocab_size, positive=True)
+        _check_length("num_layers", num_layers, positive=True)
+        _check_length("max_len", max_len, positive=True)
         self.vocab_size, self.max_len = vocab_size, max_len
         self.tokens = nn.Embedding(vocab_size, hidden_size)
         self.positions = nn.Embedding(max_len, hidden_size)
@@ -491,9 +488,8 @@ def beam_search(model: Decoder, prompt: list[int], steps: int, beams: int) -> tu
     """
     device = _check_search(model, prompt, steps, beams)
     if steps == 0:  # nothing to choose: beams empty continuations, each of log-probability 0
-        return torch.zeros(beams, 0, dtype=torch.long, device=device), torch.zeros(
-            beams, device=device
-        )
+        empty = torch.zeros(beams, 0, dtype=torch.long, device=device)  # [beams, 0]
+        return empty, torch.zeros(beams, device=device)
     cache = ModelCache(len(model.blocks))
     logits = model(torch.tensor([prompt], device=device), cache=cache)[:, -1]  # [1, vocab_size]
     scores, first = logits.log_softmax(dim=-1)[0].topk(beams)  # [beams]
@@ -551,7 +547,7 @@ def _check_prompt(name: str, prompt: object, vocab_size: int) -> None:
             )
 
 
-def _check_positions_left(model: nn.Module, name: str, length: int, steps: int) -> None:
+def _check_fits(model: nn.Module, name: str, length: int, steps: int) -> None:
     """A prompt of ``length`` tokens and ``steps`` more fit in the model's ``max_len``."""
     most = getattr(model, "max_len", None)
     if most is not None and length + steps > most:
@@ -604,7 +600,7 @@ def _check_generate(
             )
     row = max(range(len(prompts)), key=lambda r: len(prompts[r]))  # the first of the longest
     longest = f"the longest prompt (prompts[{row}], {len(prompts[row])} tokens)"
-    _check_positions_left(model, longest, len(prompts[row]), steps)
+    _check_fits(model, longest, len(prompts[row]), steps)
     if max_len is not None:
         _check_length("max_len", max_len, positive=True)
         if len(prompts[row]) + steps > max_len:
@@ -631,7 +627,7 @@ def _check_search(model: object, prompt: object, steps: object, beams: object) -
             f"beams ({beams}) must be at most model.vocab_size ({model.vocab_size}): "
             "the first step has vocab_size candidates"
         )
-    _check_positions_left(model, f"the prompt ({len(prompt)} tokens)", len(prompt), steps)
+    _check_fits(model, f"the prompt ({len(prompt)} tokens)", len(prompt), steps)
     return device
 
 

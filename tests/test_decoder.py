@@ -412,3 +412,17 @@ def test_the_decoders_sizes_are_checked_at_construction(sizes, error, message):
 def test_the_decoders_forward_checks_its_input(short, call, error, message):
     with raises(error, message):
         call(short)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_on_a_gpu_generation_checks_the_generators_device_and_runs():
+    torch.manual_seed(0)
+    gpu = Decoder(vocab_size=13, hidden_size=16, heads_num=4, kv_heads=2).cuda().eval()
+    message = "generator must be on the model's device (cuda:0), got cpu"
+    with raises(ValueError, message):
+        generate(gpu, PROMPTS, 3, temperature=1.0, generator=torch.Generator())
+    with raises(ValueError, "prompts[0][0] must be a token id in 0 .. vocab_size - 1 (12), got 13"):
+        generate(gpu, [[13]], 3)
+    new = generate(gpu, PROMPTS, 4, temperature=1.0, generator=torch.Generator("cuda"))
+    assert new.shape == (3, 4)
+    assert new.device.type == "cuda"
