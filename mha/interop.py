@@ -475,7 +475,8 @@ def _load_renamed(m: nn.Module, module: nn.Module, names: dict[str, str]) -> nn.
 
 
 def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
-    """Build an [`mha.full.MHA`][mha.full.MHA] equal to a transformers attention module.
+    """Build an [`mha.full.MHA`][mha.full.MHA], or from DeepSeek-V3's attention an
+    [`mha.mla.MLA`][mha.mla.MLA], equal to a transformers attention module.
 
     Llama, Mistral, Qwen2 and Qwen3 attention differ in a few switches, each an option of
     ``mha.full.MHA``: ``head_size`` (the config's ``head_dim``), ``bias`` (Qwen2: q, k and v
@@ -485,14 +486,20 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     module's device and in its dtype. The result called as ``m(x, is_causal=True)`` gives the
     module's output for positions ``0 .. q_len - 1`` under its causal (and sliding-window) mask;
     with a [`KVCache`][mha.full.KVCache] it continues at position ``len(cache)``, as the module
-    does with its own cache.
+    does with its own cache. ``DeepseekV3Attention`` becomes an ``mha.mla.MLA`` of the config's
+    ranks and head dims, its rotation (interleaved where ``rope_interleave`` says so) and the
+    module's ``scaling`` (times YaRN's mscale squared where the config's ``rope_parameters`` set
+    ``mscale_all_dim``); it is called the same way, with a
+    [`LatentCache`][mha.mla.LatentCache] for decoding.
 
     Args:
-        module: a transformers ``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention`` or
-            ``Qwen3Attention`` (built from a config; nothing is downloaded).
+        module: a transformers ``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``,
+            ``Qwen3Attention`` or ``DeepseekV3Attention`` (built from a config; nothing is
+            downloaded).
 
     Returns:
-        An ``mha.full.MHA`` in the module's mode (training or evaluation).
+        An ``mha.full.MHA`` (an ``mha.mla.MLA`` for ``DeepseekV3Attention``) in the module's mode
+        (training or evaluation).
 
     Raises:
         TypeError: ``module`` is another class (named in the message).
@@ -501,7 +508,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             ``partial_rotary_factor`` other than 1).
 
     中文:
-        构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]。
+        构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek-V3 的
+        注意力则转成 [`mha.mla.MLA`][mha.mla.MLA]。
 
         Llama、Mistral、Qwen2 和 Qwen3 的注意力只差几个开关，每个都是 ``mha.full.MHA`` 的一个
         选项：``head_size``（配置里的 ``head_dim``）、``bias``（Qwen2 只有 q、k、v 有偏置；Llama
@@ -510,14 +518,19 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         ``sliding_window``；Qwen 的滑动窗口层）。权重原样复制，设备和 dtype 与模块相同。以
         ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 ``0 .. q_len - 1`` 在因果（以及滑动
         窗口）掩码下的输出；带着 [`KVCache`][mha.full.KVCache] 调用时从位置 ``len(cache)`` 接着算，
-        与模块用它自己的缓存时相同。
+        与模块用它自己的缓存时相同。``DeepseekV3Attention`` 转成 ``mha.mla.MLA``：秩和各部分的
+        维度取自配置，旋转按 ``rope_interleave`` 决定是否交错，softmax 的缩放系数取模块的
+        ``scaling``（配置的 ``rope_parameters`` 设了 ``mscale_all_dim`` 时，它已乘上 YaRN 的
+        mscale 的平方）；调用方式相同，解码时用
+        [`LatentCache`][mha.mla.LatentCache]。
 
         参数:
-            module: transformers 的 ``LlamaAttention``、``MistralAttention``、``Qwen2Attention``
-                或 ``Qwen3Attention``（由配置构建，不下载任何东西）。
+            module: transformers 的 ``LlamaAttention``、``MistralAttention``、``Qwen2Attention``、
+                ``Qwen3Attention`` 或 ``DeepseekV3Attention``（由配置构建，不下载任何东西）。
 
         返回:
-            一个 ``mha.full.MHA``，与模块处于同一模式（训练或评估）。
+            一个 ``mha.full.MHA``（``DeepseekV3Attention`` 则是 ``mha.mla.MLA``），与模块处于同一
+            模式（训练或评估）。
 
         引发:
             TypeError: ``module`` 是别的类（错误信息会写出类名）。
