@@ -32,13 +32,15 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.full import _check_flag, _check_length
+from mha.full import _check_flag, _check_length, _check_number
 
 __all__ = ["TiledAttention", "merge"]
 
 
 class TiledAttention(nn.Module):
     """Attention computed one block of keys at a time, with an online softmax.
+
+    It takes no ``attn_mask``: the causal mask (``is_causal``) is the only mask it applies.
 
     Args:
         block_size: the keys (and values) of one block; the last block takes what is left.
@@ -49,6 +51,8 @@ class TiledAttention(nn.Module):
 
     中文:
         分块计算的注意力：每次只取一块键，用在线 softmax 累加。
+
+        它不接受 ``attn_mask``：唯一能加的掩码是因果掩码（``is_causal``）。
 
         参数:
             block_size: 每一块的键（和值）的个数；最后一块取剩下的。
@@ -102,8 +106,9 @@ class TiledAttention(nn.Module):
                 gets a zero output and an ``lse`` of ``-inf``.
 
         Raises:
-            TypeError: ``is_causal`` is not a ``bool``.
-            ValueError: the shapes do not match.
+            TypeError: ``is_causal`` is not a ``bool``, ``scale`` neither ``None`` nor a number,
+                or ``q``, ``k`` or ``v`` not a floating-point tensor.
+            ValueError: the shapes do not match, or ``scale`` is not positive.
 
         中文:
             计算 ``softmax(q k^T * scale) v``，以及每个查询的分数的 log-sum-exp。
@@ -122,10 +127,17 @@ class TiledAttention(nn.Module):
                     ``lse`` 为 ``-inf``。
 
             引发:
-                TypeError: ``is_causal`` 不是 ``bool``。
-                ValueError: 形状对不上。
+                TypeError: ``is_causal`` 不是 ``bool``，``scale`` 既不是 ``None`` 也不是数，或者
+                    ``q``、``k``、``v`` 不是浮点张量。
+                ValueError: 形状对不上，或者 ``scale`` 不是正数。
         """
         _check_flag("is_causal", is_causal)
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(t, Tensor) or not t.is_floating_point():
+                got = t.dtype if isinstance(t, Tensor) else type(t).__name__
+                raise TypeError(f"{name} must be a floating-point tensor, got {got}")
+        if scale is not None:
+            _check_number("scale", scale, positive=True)
         if q.dim() != 4 or k.shape[:2] != q.shape[:2] or k.size(-1) != q.size(-1) or v.shape[:3] != k.shape[:3]:
             raise ValueError(
                 "q, k, v must be [batch_size, heads_num, q_len, head_size], [batch_size, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 from collections.abc import Iterator
 
@@ -41,6 +42,7 @@ pytestmark = pytest.mark.skipif(
 COLLECTIVES = (
     "all_reduce",
     "all_gather",
+    "all_gather_object",
     "all_gather_into_tensor",
     "all_to_all",
     "all_to_all_single",
@@ -108,8 +110,9 @@ def test_ring_attention_equals_one_process(world, is_causal):
     q, k, v = whole(0, torch.float64)
     assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=is_causal))
     # point to point only, one batch of sends and receives per step but the last: no rank
-    # gathers the whole sequence
-    assert all(comms == {"batch_isend_irecv": world - 1} for _, comms in ranks), ranks[0][1]
+    # gathers the whole sequence; one gather of what the ranks must agree on (shapes, flags)
+    expected = {"all_gather_object": 1, "batch_isend_irecv": world - 1}
+    assert all(comms == expected for _, comms in ranks), ranks[0][1]
 
 
 def test_ring_schedule_skips_the_later_ranks_under_the_causal_mask():
@@ -156,7 +159,8 @@ def test_gradients_through_ring_attention_equal_one_process(world, is_causal):
     for i, expected in enumerate((q.grad, k.grad, v.grad)):
         assert_close(torch.cat([r[i] for r in ranks], dim=2), expected, msg="qkv"[i])
     # forward world - 1 steps, backward world - 1 steps and one to bring the gradients home
-    assert all(r[3] == {"batch_isend_irecv": 2 * world - 1} for r in ranks), ranks[0][3]
+    expected = {"all_gather_object": 1, "batch_isend_irecv": 2 * world - 1}
+    assert all(r[3] == expected for r in ranks), ranks[0][3]
 
 
 def test_gradients_without_a_process_group_are_one_rank_s():
@@ -241,27 +245,30 @@ def test_heads_across_ranks_equal_one_process(world, kv_heads, mesh):
         assert_close(got["plain"], expected["plain"])
         assert_close(got["masked"], expected["masked"])
         assert_close(torch.cat([got["prefill"], got["step"]], dim=1), expected["whole"])
-        # one all-reduce per forward (four forwards), nothing else
-        assert got["comms"] == {"all_reduce": 4}, got["comms"]
+        # one all-reduce per forward (four forwards), and one gather of the shapes and flags
+        # the ranks must agree on; nothing else
+        assert got["comms"] == {"all_gather_object": 4, "all_reduce": 4}, got["comms"]
         local_kv = len(head_ranges(HEADS, kv_heads, world, rank)[1])
         assert got["held"] == (2, local_kv, 5, HIDDEN // HEADS)  # this rank's kv heads only
-        # the gradients: the input's whole, each weight's the rows or columns this rank holds;
-        # to float32's rounding, which RMSNorm's statistics use (qk_norm) whatever the dtype, so
-        # a sum taken in another order differs there
+        # the gradients: the input's whole, each weight's the rows or columns this rank holds
+        # (shared key/value rows and the norms summed over the ranks that hold them); to
+        # float32's rounding, which RMSNorm's statistics use (qk_norm) whatever the dtype, so a
+        # sum taken in another order differs there
         f32 = torch.float32
         assert_close(got["x_grad"], x.grad, f32)
-        part = heads_on_rank(model, rank, world)
+        d = HIDDEN // HEADS
+        heads, kv = head_ranges(HEADS, kv_heads, world, rank)
+        rows = {"W_q": slice(heads.start * d, heads.stop * d), "W_o": slice(None)}
+        rows["W_k"] = rows["W_v"] = slice(kv.start * d, kv.stop * d)
+        expected_names = {n for n in full if rank == 0 or n != "W_o.bias"}  # bias on rank 0
+        assert set(got["grads"]) == expected_names
         for name, grad in got["grads"].items():
-            if name.startswith(("W_q", "W_o.weight")):
-                d = HIDDEN // HEADS
-                heads = head_ranges(HEADS, kv_heads, world, rank)[0]
-                rows = slice(heads.start * d, heads.stop * d)
-                want = full[name].grad[:, rows] if name == "W_o.weight" else full[name].grad[rows]
-                assert_close(grad, want, f32, msg=name)
-            elif name == "W_o.bias":  # on rank 0 only; the others hold a zero that gets one too
-                assert_close(grad, full[name].grad, f32, msg=name)
-            else:  # k, v rows (shared ones get only this rank's heads' part) and the norms
-                assert grad.shape == dict(part.named_parameters())[name].shape
+            want = full[name].grad
+            if name == "W_o.weight":
+                want = want[:, rows["W_q"]]
+            elif name.split(".")[0] in rows:
+                want = want[rows[name.split(".")[0]]]
+            assert_close(grad, want, f32, msg=name)
 
 
 def test_the_parts_of_one_process_sum_to_the_whole():
@@ -352,3 +359,228 @@ def test_a_frozen_weight_stays_frozen_on_every_rank():
         assert grads["W_k.weight"] is None and grads["W_v.weight"] is None
         rows = slice(rank * 16, (rank + 1) * 16)  # 4 heads of 4 on each of 2 ranks
         assert_close(grads["W_q.weight"], model.W_q.weight.grad[rows])
+
+
+# ---- training through the split: one SGD step ----------------------------------------------
+
+
+def sgd_step(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """One SGD step on a fixed weighted sum of the output, then the output again."""
+    torch.manual_seed(6)
+    weights = torch.randn(x.shape, dtype=x.dtype)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    (model(x, is_causal=True) * weights).sum().backward()
+    optimizer.step()
+    with torch.no_grad():
+        return model(x, is_causal=True)
+
+
+def sgd_rank(rank: int, world: int, kv_heads: int, options: dict) -> torch.Tensor:
+    return sgd_step(shard_heads(model_of(kv_heads, **options)).train(), inputs()[0])
+
+
+@pytest.mark.parametrize(
+    ("world", "kv_heads"),
+    # split; shared by 2 ranks each; shared by all 4
+    [(2, 8), (4, 2), (4, 1)],
+)
+def test_one_sgd_step_through_shard_heads_equals_one_process(world, kv_heads):
+    # W_o's bias (on one rank only), the norms (on every rank) and shared key/value rows: each
+    # trained as one process trains it
+    options = dict(bias=True, qk_norm=True, rope=RotaryEmbedding(4))
+    ranks = launch(sgd_rank, world, kv_heads, options)
+    expected = sgd_step(model_of(kv_heads, **options).train(), inputs()[0])
+    changed = (expected - model_of(kv_heads, **options)(inputs()[0], is_causal=True)).abs().max()
+    assert changed > 1e-2  # the step moved the output: the comparison below means something
+    for rank, got in enumerate(ranks):
+        # float32's rounding: RMSNorm's statistics are float32 whatever the dtype
+        assert_close(got, expected, torch.float32, msg=f"rank {rank}")
+
+
+def bias_rank(rank: int, world: int) -> tuple:
+    local = shard_heads(model_of(2, bias=True)).local
+    return local.W_o.bias is None, sorted(n for n, _ in local.named_parameters())
+
+
+def test_only_rank_0_keeps_w_o_s_bias():
+    ranks = launch(bias_rank, 2)
+    assert ranks[0][0] is False and ranks[1][0] is True
+    assert "W_o.bias" in ranks[0][1] and "W_o.bias" not in ranks[1][1]
+    parts = [heads_on_rank(model_of(2, bias=True), rank, 2) for rank in range(2)]
+    assert torch.equal(parts[0].W_o.bias, model_of(2, bias=True).W_o.bias)
+    assert parts[1].W_o.bias is None
+
+
+# ---- the ring on other layouts and on one rank -----------------------------------------------
+
+
+def ring_layout_rank(rank: int, world: int) -> tuple[torch.Tensor, ...]:
+    """Slices in MHA's layout: [batch_size, slice_len, heads_num, head_size] made contiguous,
+    then transposed, as ``.view(...).transpose(1, 2)`` leaves them (not contiguous)."""
+    q, k, v = whole(0, torch.float64)
+    n = SHAPE[2] // world
+    mine = slice(rank * n, (rank + 1) * n)
+    parts = [t[:, :, mine].transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+    views = [t.transpose(1, 2) for t in parts]
+    assert not any(t.is_contiguous() for t in views)
+    out = ring_attention(*views, is_causal=True, block_size=2)
+    out.square().sum().backward()
+    return out.detach(), *(t.grad.transpose(1, 2) for t in parts)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_ring_backward_takes_non_contiguous_keys_and_values(world):
+    ranks = launch(ring_layout_rank, world)
+    q, k, v = (t.requires_grad_() for t in whole(0, torch.float64))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    out.square().sum().backward()
+    for i, expected in enumerate((out.detach(), q.grad, k.grad, v.grad)):
+        assert_close(torch.cat([r[i] for r in ranks], dim=2), expected, msg="out q k v".split()[i])
+
+
+def one_rank(rank: int, world: int) -> tuple:
+    q, k, v = (t.requires_grad_() for t in whole(0, torch.float64))
+    with collectives() as comms:
+        out = ring_attention(q, k, v, is_causal=True, block_size=5)
+        out.sum().backward()
+    return out.detach(), q.grad, k.grad, v.grad, comms
+
+
+def test_ring_attention_trains_on_a_group_of_one_rank():
+    (got,) = launch(one_rank, 1)
+    q, k, v = (t.requires_grad_() for t in whole(0, torch.float64))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    out.sum().backward()
+    for mine, expected in zip(got[:4], (out.detach(), q.grad, k.grad, v.grad), strict=True):
+        assert_close(mine, expected)
+    assert "batch_isend_irecv" not in got[4], got[4]  # nothing to send to itself
+
+
+# ---- inputs the ranks disagree on --------------------------------------------------------------
+
+
+def refused(call) -> str:
+    """The message of the ValueError or TypeError ``call`` raises ('' when it raises none)."""
+    try:
+        call()
+    except (ValueError, TypeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return ""
+
+
+def disagreeing_ring_rank(rank: int, world: int, case: str) -> str:
+    q, k, v = whole(0, torch.float64)
+    is_causal = True
+    if case == "uneven":  # 10 positions over 4 ranks: 3, 3, 2, 2
+        bounds = [0, 3, 6, 8, 10]
+        mine = slice(bounds[rank], bounds[rank + 1])
+    else:
+        n = SHAPE[2] // world
+        mine = slice(rank * n, (rank + 1) * n)
+    q, k, v = (t[:, :, mine] for t in (q, k, v))
+    if case == "dtype" and rank == 1:
+        q, k, v = q.float(), k.float(), v.float()
+    if case == "heads" and rank == 1:
+        q, k, v = q[:, :2], k[:, :2], v[:, :2]
+    if case == "is_causal" and rank == 3:
+        is_causal = False
+    return refused(lambda: ring_attention(q, k, v, is_causal=is_causal))
+
+
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("uneven", r"same q; rank 2 has \S+ \[2, 3, 2, 5\] .*rank 0 has \S+ \[2, 3, 3, 5\]"),
+        ("dtype", r"same q; rank 1 has torch.float32 \[2, 3, 3, 5\] .*rank 0 has torch.float64"),
+        ("heads", r"same q; rank 1 has \S+ \[2, 2, 3, 5\] .*rank 0 has \S+ \[2, 3, 3, 5\]"),
+        ("is_causal", r"is_causal.*rank 3 has False.*rank 0 has True"),
+    ],
+)
+def test_ranks_that_disagree_are_refused_on_every_rank_by_name(case, named):
+    messages = launch(disagreeing_ring_rank, 4, case)
+    for rank, message in enumerate(messages):  # every rank raises, none is left waiting
+        assert message.startswith("ValueError: ring_attention: "), (rank, message)
+        assert re.search(named, message), message
+        assert all(f"rank {r}: " in message for r in range(4)), message  # every rank's value
+
+
+def outside_rank(rank: int, world: int) -> str:
+    pair = dist.new_group([0, 1])  # every rank creates it; rank 2 is not in it
+    q, k, v = whole(0, torch.float64)
+    if rank < 2:
+        return ""
+    return refused(lambda: ring_attention(q, k, v, group=pair))
+
+
+def test_a_rank_outside_the_group_is_told_so():
+    message = launch(outside_rank, 3)[2]
+    assert message == (
+        "ValueError: group must contain this process: global rank 2 is not among the "
+        "group's ranks (new_group gave it GroupMember.NON_GROUP_MEMBER)"
+    )
+
+
+def test_a_group_that_is_not_one_is_refused_by_name():
+    q, k, v = whole(0, torch.float64)
+    message = refused(lambda: ring_attention(q, k, v, group="x"))
+    assert message.startswith("TypeError: group must be a torch.distributed.ProcessGroup")
+    assert message.endswith("got str ('x')")
+    assert refused(lambda: shard_heads(model_of(8), group="x")) == message
+
+
+def disagreeing_heads_rank(rank: int, world: int, case: str) -> str:
+    sharded = shard_heads(model_of(8))
+    x, _ = inputs()
+    is_causal = case == "is_causal" and rank == 1
+    if case == "length" and rank == 1:
+        x = x[:, :4]
+    if case == "dtype" and rank == 1:
+        sharded, x = sharded.float(), x.float()
+    with torch.no_grad():
+        return refused(lambda: sharded(x, is_causal=is_causal))
+
+
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("length", r"same x; rank 1 has torch.float64 \[2, 4, 32\] .*rank 0 has .*\[2, 5, 32\]"),
+        ("dtype", r"same x; rank 1 has torch.float32 \[2, 5, 32\] .*rank 0 has torch.float64"),
+        ("is_causal", r"is_causal.*rank 1 has True.*rank 0 has False"),
+    ],
+)
+def test_shard_heads_refuses_inputs_the_ranks_disagree_on(case, named):
+    messages = launch(disagreeing_heads_rank, 2, case)
+    for message in messages:
+        assert message.startswith("ValueError: HeadsAcrossRanks: "), message
+        assert re.search(named, message), message
+
+
+# ---- torchrun on GPUs ------------------------------------------------------------------------
+
+
+class Started(Exception):
+    """Stops ``main`` once it has started its process group."""
+
+
+@pytest.mark.parametrize(("gpus", "backend"), [(2, "nccl"), (1, "gloo"), (0, "gloo")])
+def test_under_torchrun_each_rank_takes_its_own_gpu_first(monkeypatch, gpus, backend):
+    # rank 1 of 2 on this machine, as torchrun starts it; no GPU needed: torch.cuda is mocked
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("device", device)))
+
+    def started(backend, *args, **kwargs):
+        calls.append(("group", backend))
+        raise Started
+
+    monkeypatch.setattr(dist, "init_process_group", started)
+    with pytest.raises(Started):
+        main()
+    # nccl with a GPU for each rank, its own set first; gloo when the GPUs are fewer than ranks
+    assert calls == ([("device", 1)] if backend == "nccl" else []) + [("group", backend)]

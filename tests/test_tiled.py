@@ -9,6 +9,7 @@ against the whole; queries that see no key; and clear errors.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -95,3 +96,36 @@ def test_bad_arguments_are_refused_by_name():
         TiledAttention()(q, k[..., :4], v)
     with pytest.raises(TypeError, match="is_causal must be a bool"):
         TiledAttention()(q, k, v, is_causal=1)
+
+
+@pytest.mark.parametrize(
+    ("scale", "error", "message"),
+    [
+        (True, TypeError, "scale must be a float, got bool (True)"),
+        ("x", TypeError, "scale must be a float, got str ('x')"),
+        (0.0, ValueError, "scale must be positive, got 0.0"),
+        (-0.5, ValueError, "scale must be positive, got -0.5"),
+    ],
+)
+def test_a_bad_scale_is_refused_by_name(scale, error, message):
+    q, k, v = inputs(0, 1, 2, 3, 4, 5, 5, torch.float32)
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        TiledAttention()(q, k, v, scale=scale)
+
+
+def test_a_given_scale_is_used():
+    q, k, v = inputs(0, 1, 2, 3, 4, 5, 5, torch.float64)
+    out, _ = TiledAttention(3)(q, k, v, scale=0.25)
+    assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=0.25))
+    out, _ = TiledAttention(3)(q, k, v, scale=2)  # an int is a number too
+    assert_close(out, F.scaled_dot_product_attention(q, k, v, scale=2.0))
+
+
+@pytest.mark.parametrize("name", ["q", "k", "v"])
+def test_integer_inputs_are_refused_by_name(name):
+    q, k, v = inputs(0, 1, 2, 3, 4, 5, 5, torch.float32)
+    given = {"q": q, "k": k, "v": v}
+    given[name] = given[name].round().to(torch.int64)
+    message = f"{name} must be a floating-point tensor, got torch.int64"
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        TiledAttention()(*given.values())

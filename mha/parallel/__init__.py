@@ -144,12 +144,18 @@ def ring_attention(
     more step brings every block's gradient to the rank that holds it, so ``q``, ``k`` and ``v``
     get the gradients of the whole sequence's attention (only this rank's part of them).
 
+    Every rank must hold a slice of the same length (pad the sequence to a multiple of
+    ``world``) in the same dtype, with the same heads and ``is_causal``: one
+    ``all_gather_object`` of the shapes and flags checks it before the ring starts, and every rank
+    raises the same ``ValueError`` if they differ (gloo would abort a rank otherwise).
+
     Args:
         q: this rank's queries, ``[batch_size, heads_num, slice_len, head_size]``.
         k: this rank's keys, ``[batch_size, heads_num, slice_len, head_size]``.
         v: this rank's values, ``[batch_size, heads_num, slice_len, v_size]``.
         is_causal: the causal mask over the whole sequence.
-        group: the process group; ``None`` means the default group.
+        group: the process group, or a one-dimensional ``DeviceMesh`` (its group); ``None``
+            means the default group.
         block_size: the block of [`TiledAttention`][mha.tiled.TiledAttention] within a step.
 
     Returns:
@@ -157,7 +163,11 @@ def ring_attention(
             dtype.
 
     Raises:
-        TypeError: ``is_causal`` is not a ``bool``.
+        TypeError: ``is_causal`` is not a ``bool``, or ``group`` neither a process group, a
+            ``DeviceMesh`` nor ``None``.
+        ValueError: the ranks pass different shapes, dtypes, devices or ``is_causal`` (the
+            message names the rank and gives every rank's value), ``q``, ``k`` and ``v`` are not
+            one slice's, or this process is not in ``group``.
 
     中文:
         序列分到 ``group`` 的各个进程上的注意力，前向和反向都有。
@@ -172,12 +182,16 @@ def ring_attention(
         再多走一步，每一块的梯度就回到持有它的进程，于是 ``q``、``k``、``v`` 得到的就是整条序列的
         注意力的梯度（本进程的那一部分）。
 
+        每个进程持有的段必须一样长（把序列补齐到 ``world`` 的整数倍），dtype、头数和 ``is_causal``
+        也必须相同：环开始之前先用一次 ``all_gather_object`` 收集各进程的形状和选项来检查，不同时
+        每个进程都抛出同样的 ``ValueError``（否则 gloo 会直接终止某个进程）。
+
         参数:
             q: 本进程的查询，``[batch_size, heads_num, slice_len, head_size]``。
             k: 本进程的键，``[batch_size, heads_num, slice_len, head_size]``。
             v: 本进程的值，``[batch_size, heads_num, slice_len, v_size]``。
             is_causal: 整个序列上的因果掩码。
-            group: 进程组；``None`` 表示默认进程组。
+            group: 进程组，或者一维的 ``DeviceMesh``（用它的进程组）；``None`` 表示默认进程组。
             block_size: 每一步里 [`TiledAttention`][mha.tiled.TiledAttention] 的分块大小。
 
         返回:
@@ -185,16 +199,111 @@ def ring_attention(
                 相同。
 
         引发:
-            TypeError: ``is_causal`` 不是 ``bool``。
+            TypeError: ``is_causal`` 不是 ``bool``，或者 ``group`` 既不是进程组、``DeviceMesh``
+                也不是 ``None``。
+            ValueError: 各进程传入的形状、dtype、设备或 ``is_causal`` 不同（错误信息写出是哪个
+                进程，并列出每个进程的值），``q``、``k``、``v`` 不是同一段的，或者本进程不在
+                ``group`` 里。
     """
     _check_flag("is_causal", is_causal)
+    group = _process_group(group)
     if not (dist.is_available() and dist.is_initialized()):
+        _check_slices(q, k, v)
         out, _ = TiledAttention(block_size)(q, k, v, is_causal=is_causal)
         return out.to(q.dtype)
+    # 各进程先确认彼此的输入一致（一次 all_gather_object）：形状不同时 gloo 会直接终止进程
+    # The ranks first check that their inputs agree (one all_gather_object): with tensors of
+    # other sizes gloo aborts the process
+    equal = "split the sequence into equal slices (pad it to a multiple of the world size)"
+    _agree(
+        "ring_attention",
+        group,
+        dict(q=q, k=k, v=v, is_causal=is_causal, grad_mode=torch.is_grad_enabled()),
+        hints=dict(q=equal, k=equal, v=equal),
+    )
+    _check_slices(q, k, v)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return _RingAttention.apply(q, k, v, is_causal, group, block_size)
     out, _ = _ring_forward(q, k, v, is_causal, group, block_size)
     return out.to(q.dtype)
+
+
+def _process_group(group: Any) -> dist.ProcessGroup | None:
+    """``group`` as a process group: ``None`` (the default group), a ``ProcessGroup``, or a
+    one-dimensional ``DeviceMesh`` (its group); when ``torch.distributed`` is initialised, this
+    process must be one of its ranks."""
+    if hasattr(group, "get_group") and hasattr(group, "ndim"):  # a DeviceMesh
+        if group.ndim != 1:
+            raise ValueError(f"group: the mesh must have one dimension, got {group.ndim}")
+        group = group.get_group()
+    if dist.is_available() and group is dist.GroupMember.NON_GROUP_MEMBER:
+        # what new_group gives a process it leaves out
+        raise ValueError(
+            f"group must contain this process: global rank {dist.get_rank()} is not among the "
+            "group's ranks (new_group gave it GroupMember.NON_GROUP_MEMBER)"
+        )
+    if group is not None and not (dist.is_available() and isinstance(group, dist.ProcessGroup)):
+        raise TypeError(
+            "group must be a torch.distributed.ProcessGroup, a one-dimensional DeviceMesh or "
+            f"None, got {type(group).__name__} ({group!r})"
+        )
+    if group is not None and dist.is_initialized() and dist.get_rank(group) < 0:
+        raise ValueError(
+            f"group must contain this process: global rank {dist.get_rank()} is not among the "
+            f"group's ranks {dist.get_process_group_ranks(group)}"
+        )
+    return group
+
+
+def _described(value: Any) -> Any:
+    """What the ranks must agree on about ``value``: a tensor's dtype, shape, device type and
+    whether it requires a gradient; a plain value itself; anything else its type (and length)."""
+    if isinstance(value, Tensor):
+        grad = ", requires grad" if value.requires_grad else ""
+        return f"{value.dtype} {list(value.shape)} on {value.device.type}{grad}"
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    length = f" of length {len(value)}" if hasattr(value, "__len__") else ""
+    return f"{type(value).__name__}{length}"
+
+
+def _agree(
+    caller: str,
+    group: dist.ProcessGroup | None,
+    values: dict[str, Any],
+    hints: dict[str, str] | None = None,
+) -> None:
+    """Raise the same ``ValueError`` on every rank of ``group`` when the ranks pass different
+    ``values`` (as ``_described`` gives them), with ``hints[name]`` after the values: one
+    ``all_gather_object``, so that no rank is left waiting in a collective that another has not
+    joined, or aborted by gloo."""
+    mine = {name: _described(value) for name, value in values.items()}
+    every: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(every, mine, group=group)
+    for name in mine:
+        seen = [rank_values[name] for rank_values in every]
+        odd = next((rank for rank, value in enumerate(seen) if value != seen[0]), None)
+        if odd is not None:
+            listed = "; ".join(f"rank {rank}: {value}" for rank, value in enumerate(seen))
+            raise ValueError(
+                f"{caller}: every rank of the group must pass the same {name}; rank {odd} has "
+                f"{seen[odd]} where rank 0 has {seen[0]} ({listed})"
+                + (f": {hints[name]}" if hints and name in hints else "")
+            )
+
+
+def _check_slices(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """``q``, ``k`` and ``v`` are one rank's slices: the same positions, heads and batch."""
+    if not (
+        q.dim() == k.dim() == v.dim() == 4
+        and q.shape[:3] == k.shape[:3] == v.shape[:3]
+        and q.size(-1) == k.size(-1)
+    ):
+        raise ValueError(
+            "q, k, v must be [batch_size, heads_num, slice_len, head_size], [batch_size, "
+            "heads_num, slice_len, head_size] and [batch_size, heads_num, slice_len, v_size]; "
+            f"got {list(q.shape)}, {list(k.shape)}, {list(v.shape)}"
+        )
 
 
 def _neighbours(group: dist.ProcessGroup | None) -> tuple[int, int, int, int]:
@@ -290,11 +399,13 @@ def _ring_backward(
     q, dout = q.to(dtype), dout.to(dtype)
     delta = (dout * out).sum(dim=-1, keepdim=True)  # [batch_size, heads_num, slice_len, 1]
     dq = torch.zeros_like(q)
+    # 连续的张量：gloo 只发送连续的张量，而 MHA 传来的 k、v 是 .view(...).transpose(1, 2)
+    # Contiguous tensors: gloo sends only those, and MHA's k and v are .view(...).transpose(1, 2)
     held = [
-        k.to(dtype),
-        v.to(dtype),
-        torch.zeros_like(k, dtype=dtype),
-        torch.zeros_like(v, dtype=dtype),
+        k.to(dtype).contiguous(),
+        v.to(dtype).contiguous(),
+        torch.zeros(k.shape, dtype=dtype, device=k.device),
+        torch.zeros(v.shape, dtype=dtype, device=v.device),
     ]
     for step, (_, action) in enumerate(ring_schedule(world, rank, is_causal=is_causal)):
         if action != "skip":
@@ -309,6 +420,8 @@ def _ring_backward(
             for request in requests:
                 request.wait()
             held = incoming
+    if world == 1:  # the rank holds its own block: nothing to send, to itself least of all
+        return dq, held[2], held[3]
     # 最后一块的梯度再走一步，回到它的主人
     # The last block's gradients go one more step, to the rank that owns it
     (dk, dv), requests = _pass_on(held[2:], after, before, group)
@@ -371,31 +484,71 @@ class HeadsAcrossRanks(nn.Module):
     Made by [`shard_heads`][mha.parallel.shard_heads]. ``local`` is an ordinary ``MHA`` with this
     rank's query heads (and the key/value heads they use); its output, the part of ``W_o``'s
     product that these heads give, is summed over the ranks by one all-reduce, so every rank
-    returns the whole module's output. Training works: the gradient of the output reaches each
-    rank's weights as it is, and the gradient of an input that requires one is summed over the
-    ranks (a second all-reduce, in the backward pass only).
+    returns the whole module's output. Before it, one ``all_gather_object`` checks that the ranks
+    pass the same shapes, dtypes and options (a ``ValueError`` on every rank if not).
+
+    One optimizer step on every rank equals one step of the whole module. The gradient of the
+    output reaches each rank's heads as it is; ``W_o``'s bias is on rank 0 only, so it is
+    trained once; a parameter several ranks hold (``q_norm``, ``k_norm``, and a key/value head
+    shared by ranks when ``kv_heads < world``) gets from a gradient hook the sum of the ranks'
+    parts, one all-reduce each in the backward pass; and the gradient of an input that requires
+    one is summed over the ranks (one more all-reduce).
 
     Args:
         local: this rank's ``MHA``.
         group: the process group (``None``: the default one).
+        kv_heads: the whole module's key/value heads (``None``: ``local.kv_heads * world``,
+            split); fewer than the ranks means each is shared.
 
     中文:
         头分到进程组各个进程上的 [`mha.full.MHA`][mha.full.MHA]。
 
         由 [`shard_heads`][mha.parallel.shard_heads] 构造。``local`` 是一个普通的 ``MHA``，只有
         本进程的查询头（以及它们用到的键/值头）；它的输出是这些头对 ``W_o`` 乘积的贡献，一次
-        all-reduce 在各进程间求和，所以每个进程返回的都是整个模块的输出。可以训练：输出的梯度原样
-        传到各进程的权重；需要梯度的输入，其梯度在各进程间求和（反向传播里的第二次 all-reduce）。
+        all-reduce 在各进程间求和，所以每个进程返回的都是整个模块的输出。在这之前先做一次
+        ``all_gather_object``，确认各进程传入的形状、dtype 和选项相同（不同时每个进程都抛出
+        ``ValueError``）。
+
+        每个进程各走一步优化器，等于整个模块走一步。输出的梯度原样传到各进程的头；``W_o`` 的偏置
+        只在进程 0 上，所以只训练一次；几个进程都持有的参数（``q_norm``、``k_norm``，以及
+        ``kv_heads < world`` 时几个进程共用的键/值头）由梯度钩子把各进程的那份加起来，反向传播里
+        每个参数一次 all-reduce；需要梯度的输入，其梯度在各进程间求和（再一次 all-reduce）。
 
         参数:
             local: 本进程的 ``MHA``。
             group: 进程组（``None``：默认进程组）。
+            kv_heads: 整个模块的键/值头数（``None``：``local.kv_heads * world``，即拆分）；比进程数
+                少时每个键/值头由几个进程共用。
     """
 
-    def __init__(self, local: MHA, group: dist.ProcessGroup | None) -> None:
+    def __init__(
+        self, local: MHA, group: dist.ProcessGroup | None, *, kv_heads: int | None = None
+    ) -> None:
         super().__init__()
         self.local = local
         self.group = group
+        world = dist.get_world_size(group) if dist.is_initialized() else 1
+        if world > 1:
+            self._sum_replicated_gradients(world, kv_heads)
+
+    def _sum_replicated_gradients(self, world: int, kv_heads: int | None) -> None:
+        """Hooks that sum, over the ranks that hold a parameter, the gradient each rank's heads
+        give it: every rank holds the norms; a key/value head shared by ranks is held by those."""
+        local, group = self.local, self.group
+        kv_heads = local.kv_heads * world if kv_heads is None else kv_heads
+        if kv_heads % world:  # fewer key/value heads than ranks: each is shared
+            _, kv = head_ranges(local.heads_num * world, kv_heads, world, dist.get_rank(group))
+            d = local.head_size
+            rows = slice(kv.start * d, kv.stop * d)
+        for name, p in local.named_parameters():
+            if not p.requires_grad or name.startswith(("W_q.", "W_o.")):
+                continue  # this rank's query heads only; W_o's bias on rank 0 only
+            if name.startswith(("W_k.", "W_v.")):
+                if kv_heads % world == 0:
+                    continue  # split: this rank's key/value heads only
+                p.register_hook(_summed_rows(group, rows, kv_heads * local.head_size))
+            else:  # held whole by every rank: q_norm, k_norm
+                p.register_hook(_summed(group))
 
     def forward(
         self, x: Tensor, context: Tensor | None = None, **kwargs: Any
@@ -424,6 +577,12 @@ class HeadsAcrossRanks(nn.Module):
             返回:
                 每个进程上都是整个模块的输出；``need_weights`` 为真时再返回本进程各头的注意力权重。
         """
+        if dist.is_initialized() and dist.get_world_size(self.group) > 1:
+            _agree(
+                "HeadsAcrossRanks",
+                self.group,
+                dict(x=x, context=context, **kwargs, grad_mode=torch.is_grad_enabled()),
+            )
         if x.requires_grad:
             x = _FromEveryRank.apply(x, self.group)
         if context is not None and context.requires_grad:
@@ -432,6 +591,31 @@ class HeadsAcrossRanks(nn.Module):
         if isinstance(out, tuple):
             return _SumOverRanks.apply(out[0], self.group), out[1]
         return _SumOverRanks.apply(out, self.group)
+
+
+def _summed(group: dist.ProcessGroup | None) -> Callable[[Tensor], Tensor]:
+    """A gradient hook: the gradient summed over the ranks of ``group``."""
+
+    def hook(grad: Tensor) -> Tensor:
+        grad = grad.clone()
+        dist.all_reduce(grad, group=group)
+        return grad
+
+    return hook
+
+
+def _summed_rows(group: dist.ProcessGroup | None, rows: slice, total: int) -> Callable:
+    """A gradient hook for rows that several ranks hold (a shared key/value head): each rank
+    writes its rows' gradient into zeros for all ``total`` rows, one all-reduce sums them, and
+    each rank takes its rows back, summed over the ranks that hold them."""
+
+    def hook(grad: Tensor) -> Tensor:
+        every = grad.new_zeros((total, *grad.shape[1:]))
+        every[rows] = grad
+        dist.all_reduce(every, group=group)
+        return every[rows]
+
+    return hook
 
 
 def head_ranges(heads_num: int, kv_heads: int, world: int, rank: int) -> tuple[range, range]:
@@ -500,8 +684,10 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
     """The part of ``model`` that rank ``rank`` of ``world`` keeps, as an ordinary ``MHA``.
 
     Its heads are [`head_ranges`][mha.parallel.head_ranges]'s: their rows of ``W_q``, ``W_k``,
-    ``W_v`` (and biases) and their columns of ``W_o``. ``W_o``'s bias stays on rank 0 only, so
-    the sum over the ranks adds it once. Every option of ``model`` carries over, and so does each
+    ``W_v`` (and biases) and their columns of ``W_o``. ``W_o``'s bias stays on rank 0 only (the
+    other ranks' parts have none), so the sum over the ranks adds it once. What is not split by
+    heads is copied whole: ``q_norm`` and ``k_norm``, and a key/value head shared by several ranks
+    (``kv_heads < world``). Every option of ``model`` carries over, and so does each
     parameter's ``requires_grad`` (a frozen weight stays frozen). The sum of the
     ``world`` parts' outputs is ``model``'s output: what the all-reduce of
     [`shard_heads`][mha.parallel.shard_heads] computes.
@@ -524,9 +710,11 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
         ``world`` 个进程中第 ``rank`` 个留下的那部分 ``model``，是一个普通的 ``MHA``。
 
         它的头就是 [`head_ranges`][mha.parallel.head_ranges] 给出的：这些头在 ``W_q``、``W_k``、
-        ``W_v`` 里的行（以及偏置）和在 ``W_o`` 里的列。``W_o`` 的偏置只留在第 0 个进程上，这样
-        各进程求和时只加一次。``model`` 的其他选项全部保留，每个参数的 ``requires_grad`` 也保留
-        （冻结的权重仍然冻结）。``world`` 个部分的输出之和就是
+        ``W_v`` 里的行（以及偏置）和在 ``W_o`` 里的列。``W_o`` 的偏置只留在进程 0 上（其他进程的
+        那部分没有这个偏置），这样各进程求和时只加一次。不按头拆分的参数整个复制：``q_norm`` 和
+        ``k_norm``，以及几个进程共用的键/值头（``kv_heads < world``）。``model`` 的其他选项
+        全部保留，每个参数的 ``requires_grad`` 也保留（冻结的权重仍然冻结）。``world`` 个部分的
+        输出之和就是
         ``model`` 的输出：[`shard_heads`][mha.parallel.shard_heads] 的 all-reduce 算的正是这个和。
 
         参数:
@@ -551,7 +739,14 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
         raise ValueError(f"rank must be in 0 to world - 1 = {world - 1}, got {rank}")
     heads, kv = head_ranges(model.heads_num, model.kv_heads, world, rank)
     d = model.head_size
-    biased = tuple(n for n in ("W_q", "W_k", "W_v", "W_o") if getattr(model, n).bias is not None)
+    # W_o 的偏置只留在进程 0 上：其他进程一个都不留，求和时只加一次，训练时也只更新一次
+    # W_o's bias on rank 0 only: the others keep none, so the sum adds it once and a training
+    # step updates it once
+    biased = tuple(
+        n
+        for n in ("W_q", "W_k", "W_v", "W_o")
+        if getattr(model, n).bias is not None and (n != "W_o" or rank == 0)
+    )
     # 新模块的初始权重马上会被覆盖：不要因此推进调用者的随机数状态
     # The new module's initial weights are overwritten at once: do not advance the caller's RNG
     with torch.random.fork_rng(devices=[]):
@@ -579,7 +774,7 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
                 getattr(local, name).bias.copy_(getattr(model, name).bias[rows])
         local.W_o.weight.copy_(model.W_o.weight[:, rows_q])
         if "W_o" in biased:
-            local.W_o.bias.copy_(model.W_o.bias if rank == 0 else torch.zeros_like(model.W_o.bias))
+            local.W_o.bias.copy_(model.W_o.bias)
         if model.q_norm is not None:
             local.q_norm.weight.copy_(model.q_norm.weight)
             local.k_norm.weight.copy_(model.k_norm.weight)
@@ -596,6 +791,9 @@ def shard_heads(model: MHA, group: Any = None) -> HeadsAcrossRanks:
     heads' rows of ``W_q`` and columns of ``W_o``, and the key/value heads they use, split when
     ``world`` divides ``kv_heads`` and replicated when there are fewer than ranks.
 
+    Trained, one optimizer step on every rank equals one step of ``model``: see
+    [`HeadsAcrossRanks`][mha.parallel.HeadsAcrossRanks] for the gradients it sums.
+
     Args:
         model: the module to split, the same on every rank.
         group: a process group, or a one-dimensional ``DeviceMesh`` (its group is used);
@@ -606,10 +804,11 @@ def shard_heads(model: MHA, group: Any = None) -> HeadsAcrossRanks:
             ``model``'s output on every rank with one all-reduce.
 
     Raises:
-        TypeError: ``model`` is not a ``mha.full.MHA``.
+        TypeError: ``model`` is not a ``mha.full.MHA``, or ``group`` neither a process group, a
+            ``DeviceMesh`` nor ``None``.
         ValueError: ``heads_num`` is not divisible by the world size, the key/value heads can be
             neither split nor shared (the message names ``heads_num``, ``kv_heads`` and the world
-            size), or the mesh has more than one dimension.
+            size), the mesh has more than one dimension, or this process is not in ``group``.
 
     中文:
         把 ``model`` 的头分到 ``group`` 的各个进程上（张量并行）。
@@ -617,6 +816,9 @@ def shard_heads(model: MHA, group: Any = None) -> HeadsAcrossRanks:
         每个进程留下 [`heads_on_rank`][mha.parallel.heads_on_rank]：``heads_num / world`` 个查询头
         在 ``W_q`` 里的行和在 ``W_o`` 里的列，以及它们用到的键/值头：``world`` 整除 ``kv_heads``
         时拆分，键/值头比进程少时复制。
+
+        训练时，每个进程各走一步优化器，等于 ``model`` 走一步：要加起来的梯度见
+        [`HeadsAcrossRanks`][mha.parallel.HeadsAcrossRanks]。
 
         参数:
             model: 要拆分的模块，每个进程上都相同。
@@ -627,17 +829,15 @@ def shard_heads(model: MHA, group: Any = None) -> HeadsAcrossRanks:
                 每个进程上都得到 ``model`` 的输出，只用一次 all-reduce。
 
         引发:
-            TypeError: ``model`` 不是 ``mha.full.MHA``。
+            TypeError: ``model`` 不是 ``mha.full.MHA``，或者 ``group`` 既不是进程组、``DeviceMesh``
+                也不是 ``None``。
             ValueError: ``heads_num`` 不能被进程数整除，键/值头既不能拆分也不能共用（错误信息会写出
-                ``heads_num``、``kv_heads`` 和进程数），或者 mesh 不止一维。
+                ``heads_num``、``kv_heads`` 和进程数），mesh 不止一维，或者本进程不在 ``group`` 里。
     """
-    if hasattr(group, "get_group") and hasattr(group, "ndim"):  # a DeviceMesh
-        if group.ndim != 1:
-            raise ValueError(f"the mesh must have one dimension, got {group.ndim}")
-        group = group.get_group()
+    group = _process_group(group)
     world = dist.get_world_size(group) if dist.is_initialized() else 1
     rank = dist.get_rank(group) if dist.is_initialized() else 0
-    return HeadsAcrossRanks(heads_on_rank(model, rank, world), group)
+    return HeadsAcrossRanks(heads_on_rank(model, rank, world), group, kv_heads=model.kv_heads)
 
 
 def _launched(rank: int, fn: Callable, world: int, folder: str, args: tuple) -> None:
@@ -779,7 +979,13 @@ def main() -> None:
             print("\n".join(lines))
         return
     torch.set_num_threads(1)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    # nccl 要每个进程一块 GPU，并且在建进程组之前选好自己那块；GPU 不够时用 gloo
+    # nccl needs a GPU for each rank, each rank's set before the group starts; gloo otherwise
+    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    on_gpus = torch.cuda.is_available() and torch.cuda.device_count() >= ranks_here
+    if on_gpus:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if on_gpus else "gloo")
     try:
         lines = example(dist.get_rank(), dist.get_world_size())
         every: list[Any] = [None] * dist.get_world_size()
