@@ -334,7 +334,9 @@ def generate(
             ``int``; ``steps`` or ``max_len`` is not an ``int``, ``left`` not a ``bool``,
             ``temperature`` not a number, or ``generator`` not a ``torch.Generator``.
         ValueError: there is no prompt, a prompt is empty or holds an id outside
-            ``0 .. vocab_size - 1``; ``steps`` is negative, ``temperature`` negative;
+            ``0 .. vocab_size - 1``; ``left=False`` with prompts of different lengths and a
+            model with a sliding window (its window counts the padding's columns: pad on the
+            left); ``steps`` is negative, ``temperature`` negative;
             ``generator`` is on another device than the model; the longest prompt plus
             ``steps`` is more than ``model.max_len`` or ``max_len``.
 
@@ -383,7 +385,8 @@ def generate(
                 ``steps`` 或 ``max_len`` 不是 ``int``，``left`` 不是 ``bool``，``temperature``
                 不是数，或者 ``generator`` 不是 ``torch.Generator``。
             ValueError: 一个提示也没有，某个提示为空，或者有超出 ``0 .. vocab_size - 1`` 的 id；
-                ``steps`` 为负，``temperature`` 为负；``generator`` 与模型不在同一个设备上；
+                提示长短不一、``left=False`` 而模型有滑动窗口（窗口按列计数，会把填充的列也算进去：
+                请在左边填充）；``steps`` 为负，``temperature`` 为负；``generator`` 与模型不在同一个设备上；
                 最长的提示加上 ``steps`` 超过 ``model.max_len`` 或 ``max_len``。
     """
     device = _check_generate(model, prompts, steps, left, temperature, generator, max_len)
@@ -586,6 +589,18 @@ def _check_generate(
         _check_prompt(f"prompts[{row}]", prompt, model.vocab_size)
     _check_length("steps", steps)
     _check_flag("left", left)
+    windows = [
+        (name, module.window)
+        for name, module in model.named_modules()
+        if getattr(module, "window", None) is not None
+    ]
+    if not left and windows and len({len(prompt) for prompt in prompts}) > 1:
+        name, window = windows[0]
+        raise ValueError(
+            f"left=False pads the shorter prompts on the right, and the sliding window of "
+            f"model.{name} (window={window}) counts columns, the padding's among them: pad on "
+            "the left (left=True, the default) with a windowed model"
+        )
     _check_number("temperature", temperature)
     if not temperature >= 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")

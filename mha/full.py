@@ -7,7 +7,8 @@ loads into ``MHA(hidden_size, heads_num)`` unchanged.
 
 Shape comments use these names: ``q_len`` positions of the queries (from ``x``); ``src_len``
 positions this call projects into keys and values (``x`` itself, or ``context``); ``k_len``
-positions attended over (``src_len`` plus what the cache held before); ``kv_heads`` heads of keys
+positions attended over (``src_len`` plus what the cache holds before the call: every earlier
+position, except under a sliding window, whose cache holds only the latest); ``kv_heads`` heads of keys
 and values (``heads_num`` unless grouped-query attention). ``tests/test_shape_comments.py`` runs
 ``forward`` in several configurations and checks every one of them.
 
@@ -263,17 +264,22 @@ class KVCache:
         max_len: ``None`` (the default): buffers that grow as needed. An ``int``: the most
             positions the cache will hold, allocated at the first append, so its tensors never
             change shape (a compiled decoding step is not recompiled as the cache grows); an
-            append beyond it is an error.
+            append beyond it is an error. Under a sliding window it bounds what the cache keeps
+            between calls (``window - 1 + rollback``), not the length of one call's input.
+        rollback: under a sliding window (``MHA(window=...)``), how many positions the cache
+            keeps beyond the ``window - 1`` the next call needs, so that ``crop`` can take back
+            that many (speculative decoding rejects a draft's last tokens); 0 by default.
 
     Attributes:
         keys: ``[batch_size, kv_heads, len, head_size]`` (``len`` is ``len(cache)``), a view of
             the first ``len`` positions of the buffer; ``None`` before the first append.
         values: ``[batch_size, kv_heads, len, head_size]``; ``None`` before the first append.
         max_len: as given.
+        rollback: as given.
 
     Raises:
-        TypeError: ``max_len`` is not an ``int`` or ``None``.
-        ValueError: ``max_len`` is not positive.
+        TypeError: ``max_len`` is not an ``int`` or ``None``, or ``rollback`` not an ``int``.
+        ValueError: ``max_len`` is not positive, or ``rollback`` is negative.
 
     Examples:
         >>> cache = KVCache()
@@ -308,23 +314,32 @@ class KVCache:
         参数:
             max_len: ``None``（默认）：缓冲区按需增长。一个 ``int``：缓存最多存放的位置数，第一次
                 追加时一次分配，之后张量的形状不再变化（编译过的解码步骤不会因缓存变长而重新编译）；
-                超出它的追加会报错。
+                超出它的追加会报错。有滑动窗口时，它限制的是两次调用之间缓存留下的位置数
+                （``window - 1 + rollback``），而不是一次调用的输入长度。
+            rollback: 有滑动窗口（``MHA(window=...)``）时，除了下一次调用要用的 ``window - 1`` 个
+                位置，缓存再多留多少个，好让 ``crop`` 能退回这么多个位置（投机解码会丢掉草稿最后
+                几个位置）；默认为 0。
 
         属性:
             keys: ``[batch_size, kv_heads, len, head_size]``（``len`` 即 ``len(cache)``），缓冲区前
                 ``len`` 个位置的视图；第一次追加之前是 ``None``。
             values: ``[batch_size, kv_heads, len, head_size]``；第一次追加之前是 ``None``。
             max_len: 创建时给的值。
+            rollback: 创建时给的值。
 
         引发:
-            TypeError: ``max_len`` 既不是 ``int`` 也不是 ``None``。
-            ValueError: ``max_len`` 不是正数。
+            TypeError: ``max_len`` 既不是 ``int`` 也不是 ``None``，或者 ``rollback`` 不是 ``int``。
+            ValueError: ``max_len`` 不是正数，或者 ``rollback`` 是负数。
     """
 
-    def __init__(self, max_len: int | None = None) -> None:
+    rollback = 0  # the default, for a cache saved before there was one
+
+    def __init__(self, max_len: int | None = None, *, rollback: int = 0) -> None:
         if max_len is not None:
             _check_length("max_len", max_len, positive=True)
+        _check_length("rollback", rollback)
         self.max_len = max_len
+        self.rollback = rollback
         self._keys: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
         self._values: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
         self._len = 0  # positions appended, held or not
@@ -340,6 +355,7 @@ class KVCache:
 
     def __repr__(self) -> str:
         head = f"len={self._len}" + ("" if self.max_len is None else f", max_len={self.max_len}")
+        head += f", rollback={self.rollback}" if self.rollback else ""
         if self._kept is not None:
             head += f", held={self._len - self._dropped} (window keeps {self._kept})"
         if self._keys is None:
@@ -438,11 +454,41 @@ class KVCache:
 
     def _keep_last(self, n: int) -> None:
         """Called by a sliding-window ``MHA.forward`` after each call: hold only the ``n`` latest
-        positions (``len(cache)`` still counts them all, for the positions of the next call)."""
+        positions, and ``rollback`` more (``len(cache)`` still counts them all, for the positions
+        of the next call)."""
         self._kept = n
-        drop = max(self._len - self._dropped - n, 0)
+        drop = max(self._len - self._dropped - n - self.rollback, 0)
         self._dropped += drop
         self._offset += drop
+
+    def _over_max_len(self, new: int) -> bool:
+        """Whether appending ``new`` positions would hold more than ``max_len``."""
+        return self.max_len is not None and self._len - self._dropped + new > self.max_len
+
+    def _append_windowed(self, keys: Tensor, values: Tensor, keep: int) -> None:
+        """Append keys and values of which only the ``keep`` latest positions (of those held and
+        these) will be held after the call, writing only those: a sliding window's call may
+        bring more positions than ``max_len`` (a long prompt), as long as what it keeps fits.
+        The caller attends over what the cache held before and ``keys``, not ``self.keys``."""
+        self._check(keys, values)
+        keep += self.rollback
+        if self.max_len is not None and keep > self.max_len:
+            raise ValueError(
+                f"cache holds at most max_len ({self.max_len}) positions, and the window needs "
+                f"window - 1 + rollback = {keep} held between calls: create it with max_len of "
+                f"at least {keep}"
+            )
+        new = keys.size(2)
+        stored = min(new, keep)
+        held = self._len - self._dropped
+        drop = max(held - (keep - stored), 0)  # the held positions this call pushes out
+        self._dropped += drop
+        self._offset += drop
+        skipped = new - stored  # new positions older than the kept ones: never written
+        if skipped:  # then nothing held before stays (stored == keep), so no position moves
+            self._len += skipped
+            self._dropped += skipped
+        self.append(keys[:, :, skipped:], values[:, :, skipped:])
 
     def crop(self, n: int) -> None:
         """Keep the first ``n`` positions and forget the rest: the next append writes position ``n``.
@@ -649,6 +695,7 @@ class ModelCache:
     Args:
         num_layers: how many caches (attention layers).
         max_len: each cache's ``max_len`` (``None``: buffers that grow as needed).
+        rollback: each cache's ``rollback`` (positions kept beyond a sliding window).
 
     Attributes:
         layers: the caches, a tuple of ``num_layers`` [`KVCache`][mha.full.KVCache].
@@ -676,6 +723,7 @@ class ModelCache:
         参数:
             num_layers: 缓存的个数（注意力层数）。
             max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）。
+            rollback: 每个缓存的 ``rollback``（滑动窗口之外多留的位置数）。
 
         属性:
             layers: 这些缓存，由 ``num_layers`` 个 [`KVCache`][mha.full.KVCache] 组成的元组。
@@ -685,9 +733,11 @@ class ModelCache:
             ValueError: ``num_layers`` 或 ``max_len`` 不是正数。
     """
 
-    def __init__(self, num_layers: int, *, max_len: int | None = None) -> None:
+    def __init__(
+        self, num_layers: int, *, max_len: int | None = None, rollback: int = 0
+    ) -> None:
         _check_length("num_layers", num_layers, positive=True)
-        self.layers = tuple(KVCache(max_len) for _ in range(num_layers))
+        self.layers = tuple(KVCache(max_len, rollback=rollback) for _ in range(num_layers))
         self.max_len = max_len
 
     def __len__(self) -> int:
@@ -786,6 +836,21 @@ class Options:
 
     The fields are the arguments of [`MHA`][mha.full.MHA], with the same meaning and defaults.
 
+    Args:
+        hidden_size: as in [`MHA`][mha.full.MHA].
+        heads_num: as in [`MHA`][mha.full.MHA].
+        kv_heads: as in [`MHA`][mha.full.MHA].
+        dropout: as in [`MHA`][mha.full.MHA].
+        bias: as in [`MHA`][mha.full.MHA].
+        fast: as in [`MHA`][mha.full.MHA].
+        context_size: as in [`MHA`][mha.full.MHA].
+        head_size: as in [`MHA`][mha.full.MHA].
+        scale: as in [`MHA`][mha.full.MHA].
+        qk_norm: as in [`MHA`][mha.full.MHA].
+        norm_eps: as in [`MHA`][mha.full.MHA].
+        rope: as in [`MHA`][mha.full.MHA].
+        window: as in [`MHA`][mha.full.MHA].
+
     Examples:
         >>> options = MHA(20, 4, kv_heads=2).options
         >>> options.kv_heads, options.head_size, options.bias
@@ -806,6 +871,21 @@ class Options:
         把每个字段都用上。``mha_site/checkers/options.py`` 在某个字段被其中一处漏掉时报错。
 
         各字段就是 [`MHA`][mha.full.MHA] 的参数，含义和默认值都相同。
+
+        参数:
+            hidden_size: 与 [`MHA`][mha.full.MHA] 相同。
+            heads_num: 与 [`MHA`][mha.full.MHA] 相同。
+            kv_heads: 与 [`MHA`][mha.full.MHA] 相同。
+            dropout: 与 [`MHA`][mha.full.MHA] 相同。
+            bias: 与 [`MHA`][mha.full.MHA] 相同。
+            fast: 与 [`MHA`][mha.full.MHA] 相同。
+            context_size: 与 [`MHA`][mha.full.MHA] 相同。
+            head_size: 与 [`MHA`][mha.full.MHA] 相同。
+            scale: 与 [`MHA`][mha.full.MHA] 相同。
+            qk_norm: 与 [`MHA`][mha.full.MHA] 相同。
+            norm_eps: 与 [`MHA`][mha.full.MHA] 相同。
+            rope: 与 [`MHA`][mha.full.MHA] 相同。
+            window: 与 [`MHA`][mha.full.MHA] 相同。
     """
 
     hidden_size: int
@@ -1122,7 +1202,10 @@ class MHA(nn.Module):
             attn_mask: boolean (``True`` = may attend, as in
                 ``scaled_dot_product_attention``; the opposite of ``nn.MultiheadAttention``) or
                 floating point (added to the scores), broadcastable to
-                ``[batch_size, heads_num, q_len, k_len]``, on the input's device.
+                ``[batch_size, heads_num, q_len, k_len]``, on the input's device; its last
+                dimension covers every position the cache has seen and this call's, or, under a
+                sliding window, only those the cache holds and this call's (as transformers
+                passes it).
             is_causal: apply [`causal_mask`][mha.full.causal_mask] (lower-right aligned), on top of
                 ``attn_mask`` if both are given.
             cache: a [`KVCache`][mha.full.KVCache] to extend with this call's keys and values and
@@ -1130,7 +1213,8 @@ class MHA(nn.Module):
                 context's keys and values and later calls read them instead of projecting the
                 context again. A cache belongs to the first module that uses it.
             need_weights: also return the attention weights (computed by the written-out path).
-            positions: with ``rope``, the positions of ``x``'s rows: ``[q_len]``, or
+            positions: with ``rope``, the positions of ``x``'s rows: ``[q_len]`` (or
+                ``[1, q_len]``, transformers' default ``position_ids``), or
                 ``[batch_size, q_len]`` when each row has its own (a left-padded batch). ``None``
                 (the default) means ``len(cache) + arange(q_len)``: the positions right after
                 those in the cache (``0 .. q_len - 1`` without one).
@@ -1166,14 +1250,17 @@ class MHA(nn.Module):
                     （不给 ``context_size`` 时就是 ``hidden_size``）；自注意力时为 ``None``。
                 attn_mask: 布尔掩码（``True`` 表示可以关注，与 ``scaled_dot_product_attention``
                     相同，与 ``nn.MultiheadAttention`` 相反）或浮点掩码（加到注意力分数上），
-                    能广播到 ``[batch_size, heads_num, q_len, k_len]``，与输入在同一设备上。
+                    能广播到 ``[batch_size, heads_num, q_len, k_len]``，与输入在同一设备上；最后一维
+                    覆盖缓存见过的所有位置和这次的位置，有滑动窗口时也可以只覆盖缓存留着的位置和
+                    这次的位置（transformers 就是这样传的）。
                 is_causal: 加上右下对齐的 [`causal_mask`][mha.full.causal_mask]；与
                     ``attn_mask`` 同时给出时两者都生效。
                 cache: 一个 [`KVCache`][mha.full.KVCache]：把这次算出的键和值追加进去，再对其中
                     全部的键和值做注意力。同时给了 ``context`` 时，第一次调用把上下文的键和值存进
                     缓存，之后的调用直接读取，不再投影上下文。缓存属于第一个使用它的模块。
                 need_weights: 同时返回注意力权重（由逐步计算的路径算出）。
-                positions: 有 ``rope`` 时，``x`` 各行的位置：``[q_len]``；每一行各有各的位置时
+                positions: 有 ``rope`` 时，``x`` 各行的位置：``[q_len]``（或者 ``[1, q_len]``，即
+                    transformers 默认的 ``position_ids``）；每一行各有各的位置时
                     （左填充的一批）是 ``[batch_size, q_len]``。默认 ``None`` 表示
                     ``len(cache) + arange(q_len)``：紧接在缓存里已有的位置之后（没有缓存时就是
                     ``0 .. q_len - 1``）。
@@ -1207,9 +1294,13 @@ class MHA(nn.Module):
         reuse = self._check_cache(cache, context, x)  # the cache holds the context's keys and values
         held = 0 if cache is None else len(cache)
         if attn_mask is not None:
-            # Checked before anything changes, so a bad mask leaves the cache as it was.
+            # Checked before anything changes, so a bad mask leaves the cache as it was. Under a
+            # sliding window it may also cover only the keys the cache holds (transformers' form).
             k_len = source.size(1) + (0 if cache is None or context is not None else held)
-            _check_mask(attn_mask, (x.size(0), self.heads_num, x.size(1), k_len), x.device)
+            dropped = 0 if cache is None or context is not None else cache._dropped
+            _check_mask(
+                attn_mask, (x.size(0), self.heads_num, x.size(1), k_len), x.device, k_len - dropped
+            )
 
         # 投影查询，按头拆分，再把头换到第 1 维：保持四维，融合算子要的就是这种布局
         # Project the queries, split them into heads and move the heads to dim 1: kept 4-D, the
@@ -1241,13 +1332,30 @@ class MHA(nn.Module):
             k = self.rope.rotate(k, *turns)  # [batch_size, kv_heads, q_len, head_size]
 
         if cache is not None:
-            # 有缓存时：把新的键和值接在缓存后面（上下文的键和值只在第一次调用时存入），对全部键和值做注意力
+            # 有缓存时：把新的键和值接在缓存后面（上下文的键和值只在第一次调用时存入），对全部键和值做注意力。
+            # 自动混合精度下 RMSNorm 返回 float32（k_norm 之后的键），值却是低精度：存进缓存的键换成
+            # 值的 dtype，正是注意力算子在 autocast 下本来就会做的转换
             # With a cache: append the new keys and values (a context's at the first call only),
-            # then attend over all of them
-            if not reuse:
-                cache.append(k, v, queries=q)
-            k = cache.keys  # [batch_size, kv_heads, k_len, head_size]
-            v = cache.values  # [batch_size, kv_heads, k_len, head_size]
+            # then attend over all of them. Under autocast an RMSNorm returns float32 (the keys
+            # after k_norm) while the values are in the lower precision: the cached keys take the
+            # values' dtype, the very cast the attention kernel makes under autocast anyway
+            if context is None and self.window is not None and cache._over_max_len(k.size(2)):
+                # 滑动窗口的一次调用可以比 max_len 长（一段长提示）：缓存只写入之后要留下的位置，
+                # 注意力用缓存原有的键、值接上这次新算的
+                # A sliding window's call may bring more than max_len positions (a long prompt):
+                # the cache writes only those it keeps after the call, and attention takes what it
+                # held followed by the new keys and values
+                held_keys = cache.keys  # [batch_size, kv_heads, held, head_size]
+                held_values = cache.values  # [batch_size, kv_heads, held, head_size]
+                cache._append_windowed(k.to(v.dtype), v, self.window - 1)
+                if held_keys is not None:
+                    k = torch.cat([held_keys, k.to(v.dtype)], dim=2)  # [batch_size, kv_heads, k_len, head_size]
+                    v = torch.cat([held_values, v], dim=2)  # [batch_size, kv_heads, k_len, head_size]
+            else:
+                if not reuse:
+                    cache.append(k.to(v.dtype), v, queries=q)
+                k = cache.keys  # [batch_size, kv_heads, k_len, head_size]
+                v = cache.values  # [batch_size, kv_heads, k_len, head_size]
             if attn_mask is not None and attn_mask.size(-1) > k.size(2):
                 # 滑动窗口的缓存丢掉了最早的位置：掩码也只留最后 k_len 列
                 # A sliding window's cache dropped the oldest positions: so does the mask
@@ -1452,11 +1560,14 @@ class MHA(nn.Module):
 
 
 def _check_positions(positions: object, x: Tensor) -> None:
+    """``positions`` checked against ``x``: ``[q_len]``, ``[batch_size, q_len]``, or ``[1, q_len]``
+    (transformers' default ``position_ids``, the same for every row: it broadcasts)."""
     _check_integer_tensor("positions", positions)
-    if positions.shape not in ((x.size(1),), (x.size(0), x.size(1))):
+    if positions.shape not in ((x.size(1),), (x.size(0), x.size(1)), (1, x.size(1))):
         raise ValueError(
             f"positions must be [q_len] = [{x.size(1)}] or [batch_size, q_len] = "
-            f"[{x.size(0)}, {x.size(1)}], got {list(positions.shape)}"
+            f"[{x.size(0)}, {x.size(1)}] (or [1, q_len], the same for every row), got "
+            f"{list(positions.shape)}"
         )
     if positions.device != x.device:
         raise ValueError(
@@ -1464,7 +1575,11 @@ def _check_positions(positions: object, x: Tensor) -> None:
         )
 
 
-def _check_mask(mask: object, target: tuple[int, int, int, int], device: torch.device) -> None:
+def _check_mask(
+    mask: object, target: tuple[int, int, int, int], device: torch.device, held: int | None = None
+) -> None:
+    """``mask`` broadcasts to ``target``, ``[batch_size, heads_num, q_len, k_len]``, or (given
+    ``held``, the keys a sliding window's cache holds and this call's) to ``[..., held]``."""
     if not isinstance(mask, Tensor):
         raise TypeError(f"attn_mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
@@ -1476,15 +1591,20 @@ def _check_mask(mask: object, target: tuple[int, int, int, int], device: torch.d
         raise ValueError(
             f"attn_mask.device must match the input's device ({device}), got {mask.device}"
         )
-    try:
-        shape = tuple(torch.broadcast_shapes(mask.shape, target))
-    except RuntimeError:
-        shape = None
-    if shape != target:
-        raise ValueError(
-            f"attn_mask of shape {list(mask.shape)} must broadcast to "
-            f"[batch_size, heads_num, q_len, k_len] = {list(target)}"
+    targets = [target] if held in (None, target[-1]) else [target, (*target[:-1], held)]
+    for allowed in targets:
+        try:
+            if tuple(torch.broadcast_shapes(mask.shape, allowed)) == allowed:
+                return
+        except RuntimeError:
+            pass
+    said = f"[batch_size, heads_num, q_len, k_len] = {list(target)}"
+    if len(targets) > 1:
+        said += (
+            f" (k_len: every position the cache has seen and this call's), or {list(targets[1])}"
+            " (the keys the sliding window's cache holds and this call's)"
         )
+    raise ValueError(f"attn_mask of shape {list(mask.shape)} must broadcast to {said}")
 
 
 def _and_causal(attn_mask: Tensor | None, causal: Tensor) -> Tensor:

@@ -61,6 +61,8 @@ class LatentCache(KVCache):
 
     Args:
         max_len: as for [`KVCache`][mha.full.KVCache].
+        rollback: as for [`KVCache`][mha.full.KVCache] (``MLA`` has no sliding window: it keeps
+            nothing more).
 
     Attributes:
         latent: ``[batch_size, len, kv_lora_rank]``, or ``None`` before the first call.
@@ -82,6 +84,7 @@ class LatentCache(KVCache):
 
         参数:
             max_len: 与 [`KVCache`][mha.full.KVCache] 相同。
+            rollback: 与 [`KVCache`][mha.full.KVCache] 相同（``MLA`` 没有滑动窗口，不会多留位置）。
 
         属性:
             latent: ``[batch_size, len, kv_lora_rank]``，第一次调用之前是 ``None``。
@@ -362,7 +365,11 @@ class MLA(nn.Module):
         # 缓存只存潜在向量和旋转键
         # The cache holds the latents and the rotary keys only
         if cache is not None:
-            cache.append(latent, k_rope, queries=q)
+            # 自动混合精度下 RMSNorm 返回 float32：潜在向量换成旋转键的 dtype（后面的矩阵乘法在
+            # autocast 下本来就会这样转换）
+            # Under autocast an RMSNorm returns float32: the latents take the rotary keys' dtype
+            # (the cast the matrix products after it make under autocast anyway)
+            cache.append(latent.to(k_rope.dtype), k_rope, queries=q)
             latent = cache.latent  # [batch_size, k_len, kv_rank]
             k_rope = cache.rope_keys  # [batch_size, k_len, rope_dims]
 

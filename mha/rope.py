@@ -259,6 +259,16 @@ class RotaryEmbedding(nn.Module):
         self.interleaved = interleaved
         self.scaling = None if scaling is None else dict(scaling)
 
+    def _apply(self, fn, recurse=True):  # noqa: ANN001, ANN202 (nn.Module's own signature)
+        # .to(), .half(), .bfloat16(), .double() cast every floating buffer: inv_freq moves to
+        # the new device but stays float32, as transformers keeps it (in bfloat16 a frequency is
+        # off by up to 0.4%, and the angle at position 4000 by more than a radian)
+        kept = self.inv_freq
+        super()._apply(fn, recurse)
+        if self.inv_freq.dtype != torch.float32:
+            self.inv_freq = kept.to(self.inv_freq.device)
+        return self
+
     def extra_repr(self) -> str:
         """What ``print`` shows between the parentheses.
 
@@ -309,8 +319,7 @@ class RotaryEmbedding(nn.Module):
                 "positions must be [q_len] or [batch_size, q_len], got shape "
                 f"{list(positions.shape)}"
             )
-        # float32 even if the module was cast (model.double() casts buffers too): a float32 value
-        # is exact in float64, so this gives back the very frequencies computed at creation
+        # float32 (a cast of the module keeps it so, see _apply), on the positions' device
         inv_freq = self.inv_freq.to(positions.device, torch.float32)
         # 每个位置乘每对的频率：位置 m 的第 i 对转过 m * inv_freq[i] 弧度；
         # 在 float32 里算，自动混合精度不介入
@@ -335,7 +344,8 @@ class RotaryEmbedding(nn.Module):
         Args:
             t: queries or keys, ``[batch_size, heads, q_len, head_size]``.
             cos: from ``forward``, ``[q_len, rotary_dims]`` or
-                ``[batch_size, q_len, rotary_dims]``.
+                ``[batch_size, q_len, rotary_dims]`` (or ``[1, q_len, rotary_dims]``, the same for
+                every row).
             sin: likewise.
 
         Returns:
@@ -364,7 +374,7 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(
                 f"the heads ({t.size(-1)} dims) are narrower than rotary_dims ({self.rotary_dims})"
             )
-        if cos.shape[-2] != t.size(-2) or (cos.dim() == 3 and cos.size(0) != t.size(0)):
+        if cos.shape[-2] != t.size(-2) or (cos.dim() == 3 and cos.size(0) not in (1, t.size(0))):
             raise ValueError(
                 f"cos of shape {list(cos.shape)} must be [q_len, rotary_dims] or [batch_size, "
                 f"q_len, rotary_dims] for t of shape {list(t.shape)}"

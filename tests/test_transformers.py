@@ -576,3 +576,77 @@ def test_a_compiled_absorbed_decode_step_with_fullgraph_equals_deepseek_v3():
             x = torch.randn(1, 1, 24)
             expected = hf_call(module, rotary, x, torch.tensor([[position]]), None, theirs)
             assert_matches(step(x, ours), expected, msg=f"position {position}")
+
+
+# ---- Where dtypes meet the cache and the rotation (issue 29) ----------------------------------
+
+
+def test_a_bf16_model_keeps_float32_frequencies_and_equals_transformers_far_apart():
+    """``from_hf`` of a model loaded in bfloat16: the rotary frequencies stay float32 (as
+    transformers keeps them), so a query 4,000 positions after a key turns by the same angle. With
+    the frequencies rounded to bfloat16 the output was 1.4 off transformers' at such distances."""
+    from transformers import AutoModel
+
+    config = LlamaConfig(
+        hidden_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        num_hidden_layers=1,
+        intermediate_size=32,
+        vocab_size=8,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config, dtype=torch.bfloat16).eval()
+    module = model.layers[0].self_attn
+    m = from_hf(module)
+    assert m.W_q.weight.dtype == torch.bfloat16
+    assert m.rope.inv_freq.dtype == model.rotary_emb.inv_freq.dtype == torch.float32
+    assert torch.equal(m.rope.inv_freq, model.rotary_emb.inv_freq)
+    x = torch.randn(1, 6, 256, dtype=torch.bfloat16)
+    positions = torch.tensor([[0, 1, 2, 4000, 4001, 4096]])
+    mask = additive_mask(positions, positions, None, torch.bfloat16)
+    with torch.no_grad():
+        expected = hf_call(module, model.rotary_emb, x, positions, mask)
+        got = m(x, is_causal=True, positions=positions)  # [1, q_len], as transformers passes
+    # The same numbers, rounded at the same points: within a few bfloat16 steps of each other
+    assert (got - expected).abs().max() <= 0.05 * expected.abs().max()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_qwen3_under_autocast_decodes_with_a_cache_as_transformers_does(dtype):
+    """qk_norm's RMSNorm returns float32 under autocast while the values are in the lower
+    precision: the cache takes both, and prefill then decoding equals transformers' own under the
+    same autocast (it raised ``values must have the keys' dtype`` before)."""
+    module, config, rotary = build(
+        "qwen3",
+        heads=4,
+        kv_heads=2,
+        head_dim=8,
+        rope="yarn",
+        window=None,
+        dtype=torch.float32,
+        seed=5,
+    )
+    m = from_hf(module)
+    x = torch.randn(2, 9, 24)
+    positions = torch.arange(9).expand(2, -1)
+    ours, theirs = KVCache(), DynamicCache()
+    got, expected = [], []
+    with torch.autocast("cpu", dtype=dtype), torch.no_grad():
+        for chunk in (slice(0, 6), slice(6, 7), slice(7, 9)):
+            at = positions[:, chunk]
+            mask = additive_mask(at, positions[:, : chunk.stop], None, torch.float32)
+            expected.append(hf_call(module, rotary, x[:, chunk], at, mask, theirs))
+            got.append(m(x[:, chunk], is_causal=True, cache=ours))
+    assert ours.keys.dtype == ours.values.dtype == dtype
+    exact = hf_call(
+        module, rotary, x, positions, additive_mask(positions, positions, None, torch.float32)
+    )
+    for ours_out, theirs_out, part in zip(got, expected, (slice(0, 6), slice(6, 7), slice(7, 9))):
+        assert ours_out.dtype == theirs_out.dtype == dtype
+        # each is within its dtype's rounding of float32, and so of the other
+        assert_close(ours_out.float(), exact[:, part], dtype=dtype)
+        assert_close(theirs_out.float(), exact[:, part], dtype=dtype)

@@ -224,6 +224,7 @@ class Run:
     window: int | None = None
     bias: bool | tuple[str, ...] = True
     norm_eps: float = 1e-6
+    max_len: int | None = None  # the cache's max_len
 
     class_name: ClassVar[str] = "MHA"
 
@@ -270,6 +271,7 @@ class Run:
             "hidden_size": hidden_size,
             "context_size": hidden_size if self.context_size is None else self.context_size,
             "rotary_dims": self.head_size if self.rotary_dims is None else self.rotary_dims,
+            "held": self.held,
         }
 
     def free_dims(self) -> dict[str, int]:
@@ -293,6 +295,8 @@ class Run:
             free["heads_num * head_size"] = dims["heads_num"] * dims["head_size"]
         if self.rotary_dims is not None:
             free["rotary_dims"] = self.rotary_dims
+        if self.window is not None and self.cached:
+            free["held"] = self.held
         if dims["kv_heads"] != dims["heads_num"]:
             free["kv_heads"] = dims["kv_heads"]
             free["kv_heads * head_size"] = dims["kv_heads"] * dims["head_size"]
@@ -388,10 +392,11 @@ RUNS = [
         scale=0.3,
         fast=False,
         positions="batch",
-        window=5,
-        cached=5,
+        window=8,
+        cached=8,
         mask="padding",
         is_causal=True,
+        max_len=7,  # the 7 held and 3 new positions are more: only the kept ones are written
     ),
     Run(
         "cross/today/math/qk_norm/scale/float-2d",
@@ -443,10 +448,12 @@ def inputs(namespace: dict, run: Run) -> Call:
         cache = namespace["KVCache"]()
         model(x, context, cache=cache)
     if run.cached:  # a prefill, without the tracer: [batch_size, kv_heads, cached, head_size]
-        cache = namespace["KVCache"]()
+        cache = namespace["KVCache"](run.max_len)
         shape = (run.batch_size, dims["kv_heads"], run.cached, run.head_size)
-        cache.append(torch.randn(shape), torch.randn(shape))
-        if run.window is not None:  # as a windowed call leaves it: the window - 1 latest held
+        if run.window is None:
+            cache.append(torch.randn(shape), torch.randn(shape))
+        else:  # as a windowed call leaves it: the window - 1 latest held
+            cache._append_windowed(torch.randn(shape), torch.randn(shape), run.window - 1)
             cache._keep_last(run.window - 1)
     # A mask covers every position, those a window's cache dropped too
     mask = mask_for(run.mask, {**dims, "k_len": dims["src_len"] + run.cached})
@@ -622,8 +629,14 @@ def names_in(comment: tuple[str, ...]) -> set[str]:
 
 
 # Names equal by construction inside a block: `forward` refuses context= with rotary embeddings,
-# so under `if self.rope is not None:` the keys come from x, and src_len is q_len.
-SAME_IN_BLOCK = {"self.rope is not None": {frozenset({"q_len", "src_len"})}}
+# so under `if self.rope is not None:` the keys come from x, and src_len is q_len; so they do in
+# the block of a sliding window's long call, which is self-attention only.
+SAME_IN_BLOCK = {
+    "self.rope is not None": {frozenset({"q_len", "src_len"})},
+    "context is None and self.window is not None and cache._over_max_len(k.size(2))": {
+        frozenset({"q_len", "src_len"})
+    },
+}
 
 
 def same_by_construction(source: str) -> dict[int, set[frozenset[str]]]:
