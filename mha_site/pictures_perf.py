@@ -23,6 +23,7 @@ from pathlib import Path
 
 import mha.bench
 from mha.bench import IMPLEMENTATIONS, evaluate
+from mha.bench.cases.forward import GEMM_SCALES
 from mha.bench.config import DECODE_REPEATS, GQA_REPEATS
 from mha_site.languages import ROOT, tr
 from mha_site.picture_style import FONT, SMALL, Svg
@@ -315,11 +316,24 @@ def pivot(
     return markdown_table(header, body)
 
 
+def gemm_shape(results: dict) -> str:
+    """The reference GEMMs' shapes, from the file: ``[m, 512] @ [512, 512], m = 2L, 4L, 8L``."""
+    c = results["config"]
+    scales = [f"{s * c['batch']:g}L" for s in GEMM_SCALES]
+    return f"[m, {c['hidden']}] @ [{c['hidden']}, {c['hidden']}], m = {', '.join(scales)}"
+
+
 def table_forward_gemm(results: dict, language: str) -> str:
-    """The GEMM fractions, and the reference GEMM rate each length was divided by."""
+    """The GEMM fractions, and the reference GEMM rate each length was divided by (the median over
+    the shapes the title names)."""
     dtype = results["config"]["dtype"]
     rates = {g["seq_len"]: g["gflops"] for g in results.get("gemm", []) if g["dtype"] == dtype}
-    title = tr(language, "GEMM, GFLOP/s", "GEMM，GFLOP/s")
+    shape = gemm_shape(results)
+    title = tr(
+        language,
+        f"reference GEMM, GFLOP/s (median of {shape})",
+        f"参照 GEMM，GFLOP/s（{shape} 的中位数）",
+    )
     return pivot(main_rows(results["forward"]), "fraction_of_gemm", language, extra=(title, rates))
 
 
@@ -381,7 +395,11 @@ def table_machine(results: dict, language: str) -> str:
     rows.append([tr(language, "how the repeats scale", "重复次数的定法"), note])
     rows.append(
         [
-            tr(language, "GEMM rate, same run", "同一次运行测得的 GEMM 速率"),
+            tr(
+                language,
+                "reference GEMM rate, same run (median over the lengths)",
+                "同一次运行测得的参照 GEMM 速率（各长度的中位数）",
+            ),
             f"{number(results['gemm_gflops'])} GFLOP/s",
         ]
     )
@@ -494,17 +512,23 @@ def table_targets(results: dict, language: str) -> str:
         tr(language, "met", "达到"),
     ]
     checked = evaluate(results)
+
+    def state(t) -> str:
+        if t.met is None:  # a short run that did not measure the length
+            return tr(language, *t.status)
+        return tr(language, "✔ yes", "✔ 是") if t.met else tr(language, "✘ no", "✘ 否")
+
     rows = [
         [
             tr(language, *t.name),
             # a missed target shows enough digits to see the miss (0.8496, not 0.850, for >= 0.85)
-            number(t.value) if t.met else f"{t.value:.4g}",
+            number(t.value) if t.met else "—" if t.met is None else f"{t.value:.4g}",
             f"`{tr(language, *t.asked)}`",
-            tr(language, "✔ yes", "✔ 是") if t.met else tr(language, "✘ no", "✘ 否"),
+            state(t),
         ]
         for t in checked
     ]
-    missed = [t for t in checked if not t.met]
+    missed = [t for t in checked if t.met is False]
     if not missed:
         return markdown_table(header, rows, "left")
     reasons = [
@@ -590,6 +614,104 @@ def table_parallel(split: str, results: dict, language: str) -> str:
     return markdown_table(header, body)
 
 
+# ---- float32 rounding, as one machine rounded it (the case mha.bench.cases.rounding) -----------
+
+
+def measured_on(results: dict, language: str) -> str:
+    """The machine of the rounding rows: its CPU, the kernels ATen picked there, torch."""
+    m = results["machine"]
+    kernels = results["rounding"][0]["kernels"]
+    return tr(
+        language,
+        f"{m['cpu']} ({kernels} kernels), torch {m['torch']}",
+        f"{m['cpu']}（{kernels} 算子），torch {m['torch']}",
+    )
+
+
+def table_rounding(comparisons: dict[str, tuple[str, str]], results: dict, language: str) -> str:
+    """The largest difference of each comparison over random inputs, per thread count, on the
+    machine of the file: a measurement of one machine, which the pages never assert."""
+    header = [
+        tr(language, "comparison", "比较"),
+        tr(language, "measured on", "测量的机器"),
+        tr(language, "threads", "线程数"),
+        tr(language, "random inputs", "随机输入数"),
+        tr(language, "largest difference", "最大差值"),
+        tr(language, "median of each input's largest", "各输入最大差值的中位数"),
+    ]
+    eps = 2.0**-23  # float32's unit in the last place at 1.0
+    body = [
+        [
+            tr(language, *comparisons[r["comparison"]]),
+            measured_on(results, language),
+            str(r["threads"]),
+            str(r["inputs"]),
+            f"{r['largest']:.1e} ({r['largest'] / eps:.1f} ulp)",
+            f"{r['median']:.1e} ({r['median'] / eps:.1f} ulp)",
+        ]
+        for r in results["rounding"]
+        if r["comparison"] in comparisons
+    ]
+    return markdown_table(header, body)
+
+
+ROUNDING_CACHE = {"decode": ("cache, then one causal forward", "缓存逐步解码 与 一次因果前向")}
+ROUNDING_FAST = {
+    "self": ("self-attention", "自注意力"),
+    "causal": ("causal", "因果"),
+    "cross": ("cross-attention", "交叉注意力"),
+}
+
+
+def table_rounding_scale(results: dict, language: str) -> str:
+    """The head sizes whose two float32 scales differ on the file's machine, and the others."""
+    rows = results["rounding_scale"]
+    header = [
+        "head_size",
+        tr(language, "how many", "个数"),
+        tr(language, "torch.sqrt − math.sqrt", "torch.sqrt − math.sqrt"),
+        tr(language, "attention with each, same bits", "用两者算出的注意力逐位相同"),
+        tr(language, "measured on", "测量的机器"),
+    ]
+    off = [r for r in rows if r["ulps"]]
+    same = [r for r in rows if not r["ulps"]]
+    sizes = f"{rows[0]['head_size']}–{rows[-1]['head_size']}"
+
+    def alike(group: list[dict]) -> str:
+        n = sum(r["same_bits"] for r in group)
+        return tr(language, f"{n} of {len(group)}", f"{len(group)} 个中 {n} 个")
+
+    body = []
+    if off:
+        most = max(abs(r["ulps"]) for r in off)
+        body.append(
+            [
+                ", ".join(str(r["head_size"]) for r in off),
+                str(len(off)),
+                tr(language, f"up to {most} ulp", f"至多 {most} 个 ulp"),
+                alike(off),
+                measured_on(results, language),
+            ]
+        )
+    body.append(
+        [
+            tr(language, f"the others of {sizes}", f"{sizes} 中其余的"),
+            str(len(same)),
+            "0",
+            alike(same),
+            measured_on(results, language),
+        ]
+    )
+    return markdown_table(header, body)
+
+
+ELSEWHERE = {
+    "rounding-cache": "cache.md",
+    "rounding-fast": "fast.md",
+    "rounding-scale": "pitfalls.md",
+}
+"""The tables shown on other pages than the performance page, with their page."""
+
 TABLES = {
     "machine": table_machine,
     "forward": lambda r, lang: pivot(main_rows(r["forward"]), "median_ms", lang),
@@ -609,6 +731,9 @@ TABLES = {
     "parallel-sequence": lambda r, lang: table_parallel("sequence", r, lang),
     "parallel-heads": lambda r, lang: table_parallel("heads", r, lang),
     "targets": table_targets,
+    "rounding-cache": lambda r, lang: table_rounding(ROUNDING_CACHE, r, lang),
+    "rounding-fast": lambda r, lang: table_rounding(ROUNDING_FAST, r, lang),
+    "rounding-scale": table_rounding_scale,
 }
 
 

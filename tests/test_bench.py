@@ -9,6 +9,8 @@ and come from a full run. The layout itself is ``mha.bench.results.LAYOUT``, che
 
 from __future__ import annotations
 
+import re
+import statistics
 import types
 from pathlib import Path
 
@@ -16,10 +18,13 @@ import pytest
 
 from mha.bench import IMPLEMENTATIONS, TARGETS, evaluate, load
 from mha.bench.cases import CASES, run
+from mha.bench.cases.forward import GEMM_SCALES, gemm_rows, reference_rate
 from mha.bench.cases.memory import MASKED
+from mha.bench.cases.parts import rest
 from mha.bench.config import QUICK
 from mha.bench.context import Context
 from mha.bench.results import DEFAULT_OUT, problems
+from mha.bench.targets import SAVING, causal_saving
 from mha.bench.timing import Progress
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,12 +53,21 @@ def check_layout(res: dict) -> None:
     kv = {(r["heads"], r["kv_heads"]) for r in res["gqa"]}
     heads = res["config"]["heads"]
     assert (heads, heads) in kv and (heads, heads // 4) in kv, kv
-    for target in TARGETS:
-        row, _ = target.row.find(res)
-        assert row is not None, f"no row for the target {target.name[0]!r}"
-    for t in evaluate(res):
-        # A missed target says why, in both languages; a met one does not need to.
-        assert t.met or (t.why and all(t.why)), f"{t.name[0]} missed without a reason"
+    checked = evaluate(res)
+    # Every target is listed: checked, or (a short run) not checked at a length not measured.
+    assert [t.target for t in checked] == list(TARGETS), [t.name[0] for t in checked]
+    for t in checked:
+        # A missed target says why, in both languages; a met one or one not checked does not.
+        if t.met is False:
+            assert t.why and all(t.why), f"{t.name[0]} missed without a reason"
+        else:
+            assert t.why is None, f"{t.name[0]} ({t.state}) has a reason"
+    assert {(r["comparison"], r["threads"]) for r in res["rounding"]} >= {("decode", 1)}
+    assert [r["head_size"] for r in res["rounding_scale"]] == list(range(1, 129))
+    for g in res["gemm"]:
+        # the reference is the median over the shapes, never one shape's rate
+        assert len(g["rows"]) == len(g["rates"]) >= 3, g
+        assert g["gflops"] == statistics.median(g["rates"]), g
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +95,108 @@ def test_quick_run_prints_the_table_and_every_target(quick):
     for heading in ("Forward", "Forward + backward", "Peak memory", "KV-cache", "Targets"):
         assert heading in stdout, f"no {heading!r} section in the printed table"
     for t in evaluate(res):
-        state = "met" if t.met else "MISSED"
-        assert f"[{state}] {t.name[0]}" in stdout, f"target not printed: {t.name[0]}"
+        assert f"[{t.status[0]}] {t.name[0]}" in stdout, f"target not printed: {t.name[0]}"
+
+
+def test_quick_run_leaves_targets_at_lengths_it_did_not_measure_unchecked(quick):
+    """A target set for a length the quick run did not measure is "not checked (length not
+    measured)", in the printed report and in ``evaluate``: no value, no miss, no reason."""
+    res, stdout, _ = quick
+    measured = {r["seq_len"] for r in res["forward"]}
+    checked = evaluate(res)
+    unmeasured = [t for t in checked if t.target.row.seq_len not in (None, *measured)]
+    assert unmeasured, "the quick run measures every target's length: nothing to check here"
+    for t in unmeasured:
+        assert (t.state, t.met, t.value, t.why) == ("not checked", None, None, None), t
+        assert t.status[0].startswith("not checked (length not measured"), t.status
+        assert f"[{t.status[0]}] {t.name[0]} (target {t.asked[0]})" in stdout, t.name[0]
+        if "{seq_len}" in t.target.name[0]:  # named by the length it is set for
+            assert f"seq_len {t.target.row.seq_len}" in t.name[0], t.name[0]
+    # nothing missed is a target of another length: a miss has a row of its own length
+    for line in stdout.splitlines():
+        assert "not measured in this run; checked at" not in line, line
+
+
+def test_quick_report_writes_no_negative_rest_and_no_saving_at_a_share_of_one(quick):
+    _, stdout, _ = quick
+    assert not re.search(r"the rest -\d", stdout), "a negative time printed as the rest"
+    for share in re.findall(r"\(([\d.]+) of its non-causal time: the kernel skips", stdout):
+        assert float(share) < SAVING, f"a saving claimed at {share} of the non-causal time"
+
+
+def causal_results(causal_ms: float, plain_ms: float) -> dict:
+    """A synthetic results file: full-fast and torch at one length, causal and not."""
+    rows = [
+        {"impl": impl, "seq_len": 2048, "causal": causal, "median_ms": ms, "ratio_vs_torch": 1.0}
+        for impl, causal, ms in (
+            ("full-fast", True, causal_ms),
+            ("full-fast", False, plain_ms),
+            ("torch", True, 10.0),
+            ("torch", False, 10.0),
+        )
+    ]
+    return {"forward": rows}
+
+
+CAUSAL = next(t for t in TARGETS if t.row.causal)
+
+
+@pytest.mark.parametrize(
+    "causal_ms, plain_ms, says",
+    [
+        (5.5, 10.0, "the kernel skips the blocks above the diagonal"),
+        (10.0, 10.0, "no saving measured"),  # a share of 1.00: the same time
+        (9.95, 10.0, "no saving measured"),  # 0.995: below 1, yet within the noise
+        (10.5, 10.0, "no saving measured"),
+        (13.0, 10.0, "slower than without the mask"),
+    ],
+)
+def test_causal_reason_claims_a_saving_only_beyond_the_noise(causal_ms, plain_ms, says):
+    results = causal_results(causal_ms, plain_ms)
+    row = CAUSAL.row.find(results)
+    why = CAUSAL.reason(results, row, CAUSAL)
+    assert f"{causal_ms / plain_ms:.2f} of its non-causal time: {says}" in why[0], why[0]
+    assert all(why), "both languages"
+    for share in (0.0, 0.5, SAVING - 1e-9):
+        assert causal_saving(share)[0].startswith("the kernel skips"), share
+    for share in (SAVING, 0.95, 0.999, 1.0, 1 / SAVING):
+        assert causal_saving(share)[0].startswith("no saving measured"), share
+
+
+def test_a_target_is_never_checked_at_another_length():
+    """At a length the run did not measure, the target is not checked: not missed at the
+    longest length measured."""
+    decode = next(t for t in TARGETS if t.row.section == "decode")
+    results = {"decode": [{"seq_len": 16, "speedup": 0.9}, {"seq_len": 32, "speedup": 0.9}]}
+    (t,) = evaluate(results, [decode])
+    assert (t.state, t.value, t.why, t.measured) == ("not checked", None, None, (16, 32)), t
+    assert "seq_len 1024" in t.name[0] and "seq_len 1024" in t.status[0], t
+    assert all(t.status) and "16, 32" in t.status[1], t.status
+    results["decode"].append({"seq_len": 1024, "speedup": 40.0})
+    (t,) = evaluate(results, [decode])
+    assert (t.state, t.value) == ("met", 40.0), t
+
+
+def test_parts_rest_below_zero_is_noise_not_a_time():
+    assert "within the noise" in rest(-8.5)[0] and "-8.5" not in rest(-8.5)[0], rest(-8.5)
+    assert rest(2.0)[0].endswith("2.0 ms"), rest(2.0)
+    assert all(rest(-1.0)) and all(rest(1.0)), "both languages"
+
+
+def test_gemm_reference_is_the_median_over_shapes():
+    """One shape's dip (149 GFLOP/s against 207-213 for the others) moves the reference not at
+    all: no fraction above 1 from a dip."""
+    assert gemm_rows(4, 2048) == [4096, 8192, 16384]
+    assert len(set(gemm_rows(4, 1024))) == len(GEMM_SCALES) >= 3
+    assert reference_rate([210.0, 149.0, 207.0]) == 207.0
+    assert reference_rate([149.0, 212.0, 208.0]) == 208.0
+    # the forward case times each shape in the same rounds and keeps the median
+    res = load(COMMITTED)
+    for g in res["gemm"]:
+        m = res["config"]["batch"] * g["seq_len"]
+        assert g["rows"] == gemm_rows(res["config"]["batch"], g["seq_len"]), g
+        assert m in g["rows"], g  # the projections' own shape is one of them
+        assert g["gflops"] == statistics.median(g["rates"]), g
 
 
 def test_quick_run_measures_the_exact_gqa_saving(quick):

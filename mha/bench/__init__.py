@@ -13,7 +13,8 @@ What it measures, all in one process and in one run so that the ratios compare l
 - ``forward``: forward time of ``annotated``, ``pure``, ``full-fast`` (``mha.full.MHA(fast=True)``),
   ``full-math`` (``fast=False``) and ``torch`` (``nn.MultiheadAttention`` built by
   ``mha.interop.to_torch`` from the same weights, called with ``need_weights=False``), plain and
-  causal, and the achieved FLOP rate as a fraction of a GEMM timed in the same rounds; the
+  causal, and the achieved FLOP rate as a fraction of a reference GEMM rate (the median of
+  three ``[m, hidden] @ [hidden, hidden]`` shapes) timed in the same rounds; the
   implementations run interleaved after a warm-up, and the median is reported with its ratio to
   ``torch``'s;
 - ``parts``: where ``full-fast``'s time goes (the SDPA kernel alone, the projections alone);
@@ -23,7 +24,10 @@ What it measures, all in one process and in one run so that the ratios compare l
   running the whole sequence at each step, in tokens per second;
 - ``gqa``: grouped-query attention's cache bytes and time;
 - ``memory``: peak memory growth of one forward, each in a fresh process (``mha.bench.memory``),
-  with and without a padding mask.
+  with and without a padding mask;
+- ``rounding``: not a timing: how far apart float32 lands for two computations of the same
+  function on this machine, at 1 thread and at its thread count (the figures the pages *KV cache*,
+  *The fast path* and *Pitfalls* show as measured and bound by assertion).
 
 The package, by concern: ``config`` (the ``FULL`` and ``QUICK`` presets), ``implementations``
 (the one list of what is compared, with its labels), ``timing``, ``memory`` (the fresh process),

@@ -79,8 +79,10 @@ def report(results: dict) -> str:
         lines += ["", *case.report(results)]
     lines += ["", "Targets"]
     for t in evaluate(results):
-        state = "met" if t.met else "MISSED"
-        lines.append(f"[{state}] {t.name[0]}: {t.value:.3g} (target {t.asked[0]})")
+        if t.met is None:
+            lines.append(f"[{t.status[0]}] {t.name[0]} (target {t.asked[0]})")
+            continue
+        lines.append(f"[{t.status[0]}] {t.name[0]}: {t.value:.3g} (target {t.asked[0]})")
         if t.why:
             lines.append(f"         why: {t.why[0]}")
     lines += ["", "Notes", *(f"- {n}" for n in notes(results))]

@@ -3,21 +3,30 @@ they are shown (the printed report, the site's performance page), never stored i
 
 A :class:`Target` says which measurement it checks (``metric`` of the row that ``row`` selects),
 how (``op`` and ``bound``), and, in English and Chinese, its name and the reason a miss gives.
-Where a run did not measure the length a target is set for, it is checked at the longest length
-measured, and its reason says so. :func:`evaluate` gives a :class:`Checked` per target.
+Where a run did not measure the length a target is set for (a ``--quick`` run), the target is not
+checked: its :class:`Checked` says so (``state`` ``"not checked"``), with no value and no reason,
+never a miss measured at another length. :func:`evaluate` gives a :class:`Checked` per target.
 
 >>> results = {"gqa": [{"heads": 8, "kv_heads": 2, "seq_len": 64, "cache_ratio_vs_full": 0.25}]}
 >>> [c.name[0] for c in evaluate(results, [GQA_CACHE])]
 ['GQA cache memory, kv_heads = 2 of 8 heads, / full heads']
 >>> checked = evaluate(results, [GQA_CACHE])[0]
->>> checked.met, checked.asked
-(True, ('<= 0.25 (saves 3/4)', '<= 0.25（省下 3/4）'))
+>>> checked.met, checked.state, checked.asked
+(True, 'met', ('<= 0.25 (saves 3/4)', '<= 0.25（省下 3/4）'))
+>>> short = {"decode": [{"seq_len": 16, "speedup": 0.9}]}
+>>> later = evaluate(short, [t for t in TARGETS if t.row.section == "decode"])[0]
+>>> later.state, later.value, later.why
+('not checked', None, None)
+>>> later.status[0]
+'not checked (length not measured: seq_len 1024; this run measured 16)'
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from mha.bench.cases.parts import rest
 
 Text = tuple[str, str]
 """A text in both languages: (English, 中文). The page shows the one of its language."""
@@ -44,7 +53,7 @@ def pick(rows: list[dict], impl: str, seq: int, causal: bool = False) -> dict | 
 @dataclass(frozen=True)
 class Row:
     """The row a target reads: of ``section``, of ``impl`` (if rows name one), causal or not, at
-    the length ``seq_len`` (or the longest measured), or with ``kv_heads = heads / kv_share``."""
+    the length ``seq_len`` (only there), or with ``kv_heads = heads / kv_share``."""
 
     section: str
     impl: str | None = "full-fast"
@@ -52,29 +61,28 @@ class Row:
     seq_len: int | None = None
     kv_share: int | None = None
 
-    def find(self, results: dict) -> tuple[dict | None, Text]:
-        """The row, and the note to add to the reason when the wanted length was not measured."""
+    def rows(self, results: dict) -> list[dict]:
+        """The section's rows of the run's main dtype that this selects, at any length."""
         rows = [r for r in results.get(self.section, []) if "dtype" not in r]
         if self.kv_share is not None:
             rows = [r for r in rows if r["kv_heads"] * self.kv_share == r["heads"]]
-        note = NOTHING
-        if self.seq_len is not None:
-            seqs = sorted({r["seq_len"] for r in rows})
-            if not seqs:
-                return None, note
-            seq = self.seq_len
-            if seq not in seqs:
-                seq = seqs[-1]
-                note = (
-                    f" (seq_len {self.seq_len} not measured in this run; checked at seq_len {seq})",
-                    f"（这次运行没有测 seq_len {self.seq_len}，改在 seq_len {seq} 检查）",
-                )
-            rows = [r for r in rows if r["seq_len"] == seq]
         if self.impl is not None:
             rows = [
                 r for r in rows if r["impl"] == self.impl and r.get("causal", False) == self.causal
             ]
-        return (rows[0] if rows else None), note
+        return rows
+
+    def find(self, results: dict) -> dict | None:
+        """The row at the length ``seq_len`` (if one is set), or ``None`` where the run did not
+        measure it: never a row of another length."""
+        rows = self.rows(results)
+        if self.seq_len is not None:
+            rows = [r for r in rows if r["seq_len"] == self.seq_len]
+        return rows[0] if rows else None
+
+    def lengths(self, results: dict) -> list[int]:
+        """The lengths the run measured this row at."""
+        return sorted({r["seq_len"] for r in self.rows(results) if "seq_len" in r})
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,8 @@ class Target:
     row: Row
     """What it depends on."""
     reason: Callable[[dict, dict, Target], Text]
-    """Why a miss was missed: ``reason(results, row, target)``, from the measurements."""
+    """Why a miss was missed: ``reason(results, row, target)``, from the measurements of the
+    length it is set for."""
     label: Text = NOTHING
     """Written after the bound: ``<= 0.25 (saves 3/4)``."""
 
@@ -99,16 +108,41 @@ class Target:
         ]
 
 
+MET, MISSED, NOT_CHECKED = "met", "missed", "not checked"
+"""The states of a :class:`Checked` target."""
+
+
 @dataclass(frozen=True)
 class Checked:
-    """A target checked against one results file."""
+    """A target checked against one results file, or not checked where the run did not measure
+    the length it is set for."""
 
     target: Target
     name: Text
-    value: float
-    met: bool
+    value: float | None
+    """The measured value; ``None``: not checked."""
+    met: bool | None
+    """``None``: not checked (the length was not measured)."""
     why: Text | None
-    """The reason of a missed target; ``None`` for a met one."""
+    """The reason of a missed target; ``None`` for a met one, or one not checked."""
+    measured: tuple[int, ...] = ()
+    """The lengths the run measured the target's row at (for a target not checked)."""
+
+    @property
+    def state(self) -> str:
+        """``"met"``, ``"missed"`` or ``"not checked"``."""
+        return NOT_CHECKED if self.met is None else MET if self.met else MISSED
+
+    @property
+    def status(self) -> Text:
+        """The state in words: ``met``, ``MISSED``, or why it was not checked."""
+        if self.state == NOT_CHECKED:
+            seq, got = self.target.row.seq_len, ", ".join(str(q) for q in self.measured)
+            return (
+                f"not checked (length not measured: seq_len {seq}; this run measured {got})",
+                f"未检查（没有测这个长度：seq_len {seq}；这次运行测的是 {got}）",
+            )
+        return ("met", "达到") if self.met else ("MISSED", "未达到")
 
     @property
     def asked(self) -> Text:
@@ -124,16 +158,6 @@ def parts_text(results: dict, seq: int, row: dict | None = None) -> Text:
     p = next((p for p in results.get("parts", []) if p["seq_len"] == seq), None)
     if p is None:
         return "no breakdown measured at this length", "这个长度没有测各部分的耗时"
-    if p["other_ms"] >= 0:
-        rest = (
-            f"the rest (head split/merge copies, checks) {p['other_ms']:.1f} ms",
-            f"其余（拆分、合并各头时的复制和输入检查）{p['other_ms']:.1f} ms",
-        )
-    else:
-        rest = (
-            "the rest within the noise (kernel and projections timed alone exceed the call)",
-            "其余部分在噪声之内（单独计时的算子和投影加起来超过了整次调用）",
-        )
     text = join(
         (
             f"at seq_len {seq} full-fast takes {p['full_fast_ms']:.1f} ms: the SDPA kernel "
@@ -145,7 +169,7 @@ def parts_text(results: dict, seq: int, row: dict | None = None) -> Text:
             f"四个投影单独 {p['projections_ms']:.1f} ms"
             f"（GEMM 速率的 {p['projections_fraction_of_gemm']:.2f}），",
         ),
-        rest,
+        rest(p["other_ms"]),
     )
     if row is not None and not 0.8 < row["median_ms"] / p["full_fast_ms"] < 1.25:
         text = join(
@@ -213,17 +237,40 @@ def _masked(results: dict, masked: dict, target: Target) -> Text:
     )
 
 
+SAVING = 0.9
+"""A causal call that takes less than this share of its non-causal time saved time; up to
+``1 / SAVING`` of it, the two are the same within a shared machine's noise."""
+
+
+def causal_saving(share: float) -> Text:
+    """What a causal call's time, as a ``share`` of its non-causal call's, says about the kernel:
+    a saving only below ``SAVING``, never at a share of 1 within the noise.
+
+    >>> causal_saving(0.55)[0]
+    'the kernel skips the blocks above the diagonal'
+    >>> causal_saving(1.0)[0]
+    'no saving measured: the same time within the noise (a tenth either way)'
+    """
+    if share < SAVING:
+        return "the kernel skips the blocks above the diagonal", "算子跳过了对角线以上的块"
+    if share <= 1 / SAVING:
+        return (
+            "no saving measured: the same time within the noise (a tenth either way)",
+            "没有测出省下的时间：在噪声（上下一成）之内两者用时相同",
+        )
+    return (
+        "slower than without the mask: handling the mask cost more than any skipped block saved",
+        "比不带掩码时还慢：处理掩码的开销超过了跳过的块省下的时间",
+    )
+
+
 def _causal(results: dict, row: dict, target: Target) -> Text:
     fwd, seq = results["forward"], row["seq_len"]
     fc, fp = pick(fwd, "full-fast", seq, True), pick(fwd, "full-fast", seq)
     tc, tp = pick(fwd, "torch", seq, True), pick(fwd, "torch", seq)
     share = fc["median_ms"] / fp["median_ms"]
     torch_share = tc["median_ms"] / tp["median_ms"]
-    skip = (
-        ("the kernel skips the blocks above the diagonal", "算子跳过了对角线以上的块")
-        if share < 1
-        else ("no saving here", "这里没有省下时间")
-    )
+    skip = causal_saving(share)
     short = seq < 512
     return (
         f"at seq_len {seq} full-fast causal takes {fc['median_ms']:.1f} ms "
@@ -243,12 +290,12 @@ def _causal(results: dict, row: dict, target: Target) -> Text:
 def _decode(results: dict, d: dict, target: Target) -> Text:
     return (
         f"one cached step takes {d['cache_ms']:.2f} ms against {d['recompute_ms']:.2f} "
-        f"ms for the whole causal forward; the step's work is per-call overhead (checks, "
-        f"four projections of one position, the module calls) plus reading the whole "
-        f"cache, and at short lengths the whole forward is cheap too",
+        "ms for the whole causal forward (medians of the same rounds); the step's work is "
+        "per-call overhead (checks, four projections of one position, the module calls) plus "
+        "reading the whole cache, and at short lengths the whole forward is cheap too",
         f"带缓存的一步用时 {d['cache_ms']:.2f} ms，整个因果前向计算用时 "
-        f"{d['recompute_ms']:.2f} ms；一步的工作是每次调用的固定开销（检查、一个位置的"
-        f"四个投影、模块调用）加上读一遍整个缓存，而长度短时整个前向计算本身也不贵",
+        f"{d['recompute_ms']:.2f} ms（同一批轮次的中位数）；一步的工作是每次调用的固定开销"
+        "（检查、一个位置的四个投影、模块调用）加上读一遍整个缓存，而长度短时整个前向计算本身也不贵",
     )
 
 
@@ -409,24 +456,21 @@ TARGETS = (
 
 
 def evaluate(results: dict, targets=TARGETS) -> list[Checked]:
-    """Each target checked against ``results``; a target whose row the run did not measure is
-    left out, and one a short run would check twice at the same length is listed once."""
+    """Each target checked against ``results``; one whose section the run did not measure is left
+    out, one whose length it did not measure is listed as not checked."""
     checked: list[Checked] = []
     for target in targets:
-        row, note = target.row.find(results)
+        row = target.row.find(results)
         if row is None:
+            measured = target.row.lengths(results)
+            if target.row.seq_len is None or not measured:
+                continue
+            name = tuple(n.format(seq_len=target.row.seq_len) for n in target.name)
+            checked.append(Checked(target, name, None, None, None, tuple(measured)))
             continue
         value = row[target.metric]
         met = target.met(value)
         name = target.name[0].format(**row), target.name[1].format(**row)
-        one = Checked(
-            target,
-            name,
-            value,
-            met,
-            None if met else join(target.reason(results, row, target), note),
-        )
-        if any((c.name, c.asked) == (one.name, one.asked) for c in checked):
-            continue
-        checked.append(one)
+        why = None if met else target.reason(results, row, target)
+        checked.append(Checked(target, name, value, met, why))
     return checked

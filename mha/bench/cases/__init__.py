@@ -24,10 +24,11 @@ from mha.bench.cases import (
     mla,
     parallel,
     parts,
+    rounding,
 )
 from mha.bench.context import Context
 
-CASES = (forward, parts, backward, decode, generate, mla, gqa, memory, parallel)
+CASES = (forward, parts, backward, decode, generate, mla, gqa, memory, parallel, rounding)
 
 
 def run(context: Context, cases=CASES) -> dict:

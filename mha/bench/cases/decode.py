@@ -66,10 +66,20 @@ def run(context: Context) -> dict:
 
 
 def report(results: dict) -> list[str]:
-    lines = ["KV-cache decoding of one position vs recomputing the causal forward"]
+    rounds = DECODE_REPEATS * results["config"]["repeats"]
+    lines = [
+        "KV-cache decoding of one position vs recomputing the causal forward "
+        f"(medians of {rounds} interleaved rounds)"
+    ]
     for r in results["decode"]:
-        lines.append(
+        line = (
             f"seq_len {r['seq_len']}: cache {r['cache_ms']:.2f} ms, recompute "
             f"{r['recompute_ms']:.2f} ms, speed-up {r['speedup']:.1f}x"
         )
+        if r["speedup"] < 1:
+            line += (
+                " (at this length a step's fixed per-call cost is as large as the whole "
+                "causal forward)"
+            )
+        lines.append(line)
     return lines

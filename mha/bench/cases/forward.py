@@ -1,6 +1,9 @@
 """Forward time (``torch.inference_mode()``, eval mode) of every implementation over the lengths,
-plain and causal, and the rate of a ``[b * L, d] @ [d, d]`` matrix product timed in the same
-rounds (GEMM), which the achieved FLOP rate is divided by.
+plain and causal, and the reference GEMM rate the achieved FLOP rate is divided by: the median of
+the rates of ``[m, d] @ [d, d]`` matrix products for each ``m`` of :func:`gemm_rows` (half, once
+and twice the ``b * L`` rows the projections multiply), timed in the same rounds. A median over
+shapes, so that one shape's dip (a matrix library's blocking, a thread count) cannot make a
+fraction above 1 at one length.
 
 The causal forward: ``full-fast`` and ``full-math`` with ``is_causal=True`` against
 ``nn.MultiheadAttention`` with a causal ``attn_mask`` and ``is_causal=True``. FLOPs are counted as
@@ -38,7 +41,7 @@ class _Row(TypedDict):
     """Divided by ``nn.MultiheadAttention``'s median in the same rounds (causal: its causal one)."""
     gflops: float
     fraction_of_gemm: float
-    """``gflops`` divided by the same rounds' GEMM rate."""
+    """``gflops`` divided by the same rounds' reference GEMM rate (``Gemm.gflops``)."""
 
 
 class Row(_Row, total=False):
@@ -49,7 +52,34 @@ class Row(_Row, total=False):
 class Gemm(TypedDict):
     seq_len: int
     gflops: float
+    """The reference: the median of ``rates``."""
     dtype: str
+    rows: list[int]
+    """``m`` of each ``[m, hidden] @ [hidden, hidden]`` product timed (:func:`gemm_rows`)."""
+    rates: list[float]
+    """Each product's GFLOP/s, in the order of ``rows``."""
+
+
+GEMM_SCALES = (0.5, 1, 2)
+"""The GEMMs' rows, as multiples of the ``batch * L`` rows of the projections."""
+
+
+def gemm_rows(batch: int, seq: int) -> list[int]:
+    """The rows ``m`` of the reference GEMMs at length ``seq``.
+
+    >>> gemm_rows(4, 2048)
+    [4096, 8192, 16384]
+    """
+    return [max(1, round(scale * batch * seq)) for scale in GEMM_SCALES]
+
+
+def reference_rate(rates: list[float]) -> float:
+    """The reference GEMM rate: the median over the shapes, so a single dip moves it not at all.
+
+    >>> reference_rate([210.0, 149.0, 207.0])
+    207.0
+    """
+    return statistics.median(rates)
 
 
 SECTIONS = {"forward": list[Row], "gemm": list[Gemm], "gemm_gflops": float}
@@ -73,12 +103,13 @@ def _one_dtype(context: Context, dtype_name: str) -> tuple[list[Row], list[Gemm]
     c = context.config
     device, dtype = c.device, getattr(torch, dtype_name)
     models = build_models(c.hidden, c.heads, device, dtype)
-    rows, gemm_rows = [], []
+    rows, gemm_out = [], []
     stopped: set[tuple[str, bool]] = set()
     for seq in c.seq_lens:
         torch.manual_seed(seq)
         x = torch.randn(c.batch, seq, c.hidden, device=device, dtype=dtype)
-        a = torch.randn(c.batch * seq, c.hidden, device=device, dtype=dtype)
+        rows_m = gemm_rows(c.batch, seq)
+        gemm_in = [torch.randn(m, c.hidden, device=device, dtype=dtype) for m in rows_m]
         w = torch.randn(c.hidden, c.hidden, device=device, dtype=dtype)
         mask = causal_bool_mask(seq, device)
         fns: dict[str, Callable[[], object]] = {}
@@ -111,10 +142,14 @@ def _one_dtype(context: Context, dtype_name: str) -> tuple[list[Row], list[Gemm]
                     key = f"{name}{'/causal' if causal else ''}"
                     fns[key] = f
                     keys[key] = (name, causal)
-            fns["gemm"] = lambda a=a, w=w: a @ w
+            for i, a in enumerate(gemm_in):
+                fns[f"gemm {i}"] = lambda a=a, w=w: a @ w
             med = round_robin(fns, c.reps(seq), c.warmup, device)
-        gemm_rate = 2 * c.batch * seq * c.hidden**2 / med["gemm"] / 1e9
-        gemm_rows.append(Gemm(seq_len=seq, gflops=gemm_rate, dtype=dtype_name))
+        rates = [2 * m * c.hidden**2 / med[f"gemm {i}"] / 1e9 for i, m in enumerate(rows_m)]
+        gemm_rate = reference_rate(rates)
+        gemm_out.append(
+            Gemm(seq_len=seq, gflops=gemm_rate, dtype=dtype_name, rows=rows_m, rates=rates)
+        )
         fl = flops(c.batch, seq, c.hidden)
         for key, (name, causal) in keys.items():
             ref = med[f"{REFERENCE}/causal" if causal else REFERENCE]
@@ -132,7 +167,7 @@ def _one_dtype(context: Context, dtype_name: str) -> tuple[list[Row], list[Gemm]
                 row["dtype"] = dtype_name
             rows.append(row)
         context.progress.step(f"{dtype_name} forward seq_len {seq}")
-    return rows, gemm_rows
+    return rows, gemm_out
 
 
 def report(results: dict) -> list[str]:
@@ -150,4 +185,12 @@ def report(results: dict) -> list[str]:
             f"{name:<18}{r['seq_len']:>6}{r['median_ms']:>11.2f}{r['ratio_vs_torch']:>9.2f}"
             f"{r['gflops']:>9.1f}{r['fraction_of_gemm']:>9.2f}"
         )
+    hidden = results["config"]["hidden"]
+    lines.append(
+        f"Reference GEMM: the median rate of [m, {hidden}] @ [{hidden}, {hidden}] for the m listed"
+    )
+    for g in results["gemm"]:
+        pairs = zip(g["rows"], g["rates"], strict=True)
+        each = ", ".join(f"m {m}: {rate:.1f}" for m, rate in pairs)
+        lines.append(f"seq_len {g['seq_len']} {g['dtype']}: {g['gflops']:.1f} GFLOP/s ({each})")
     return lines
