@@ -134,8 +134,10 @@ class TiledAttention(nn.Module):
         _check_flag("is_causal", is_causal)
         for name, t in (("q", q), ("k", k), ("v", v)):
             if not isinstance(t, Tensor) or not t.is_floating_point():
-                got = t.dtype if isinstance(t, Tensor) else type(t).__name__
-                raise TypeError(f"{name} must be a floating-point tensor, got {got}")
+                raise TypeError(
+                    f"{name} must be a floating-point tensor, got "
+                    f"{t.dtype if isinstance(t, Tensor) else type(t).__name__}"
+                )
         if scale is not None:
             _check_number("scale", scale, positive=True)
         if q.dim() != 4 or k.shape[:2] != q.shape[:2] or k.size(-1) != q.size(-1) or v.shape[:3] != k.shape[:3]:
