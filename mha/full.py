@@ -32,6 +32,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import weakref
 from dataclasses import dataclass, fields, replace
@@ -423,8 +424,9 @@ class KVCache:
             # 滑动窗口丢掉了缓冲区开头的位置：把留下的移到开头，腾出后面的空间
             # A sliding window dropped the buffer's first positions: move those held to the
             # front, freeing the end
-            self._keys = self._keys[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
-            self._values = self._values[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
+            with _ordinary_tensors():
+                self._keys = self._keys[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
+                self._values = self._values[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
             self._offset = 0
         new_len = keys.size(2)
         start, end = self._offset + held, self._offset + held + new_len
@@ -444,8 +446,9 @@ class KVCache:
                 # The buffer is full (or an inference tensor, which cannot change outside
                 # inference mode): take one twice as long (or max_len long) and copy what it held
                 capacity = max(end, 2 * start) if self.max_len is None else self.max_len
-                self._keys = _grown(self._keys, keys, start, capacity)
-                self._values = _grown(self._values, values, start, capacity)
+                with _ordinary_tensors():
+                    self._keys = _grown(self._keys, keys, start, capacity)
+                    self._values = _grown(self._values, values, start, capacity)
             # 只写入新的位置：之前取出的 keys、values 视图不受影响
             # Write the new positions only: views of keys and values taken earlier stay unchanged
             self._keys[:, :, start:end] = keys
@@ -567,8 +570,9 @@ class KVCache:
         # 整个缓冲区按行挑选（out-of-place：之前取出的视图、反向传播要用的张量都不变）
         # The whole buffer, row by row (out of place: views taken earlier, and tensors the backward
         # pass saved, stay unchanged)
-        self._keys = self._keys.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
-        self._values = self._values.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
+        with _ordinary_tensors():
+            self._keys = self._keys.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
+            self._values = self._values.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
 
     def reset(self) -> None:
         """Empty the cache, as new (``max_len`` kept): the next call may bring another batch size,
@@ -675,6 +679,15 @@ class KVCache:
             raise ValueError(
                 f"cache is on device {self._keys.device}, this call's input is on {keys.device}"
             )
+
+
+def _ordinary_tensors() -> contextlib.AbstractContextManager:
+    """Where the cache makes a buffer: outside inference mode even inside it (when not compiling),
+    so that the buffer is an ordinary tensor, which a later call under ``torch.no_grad`` (or a
+    compiled step) may write in place; an inference tensor may only be read there."""
+    if torch.compiler.is_compiling() or not torch.is_inference_mode_enabled():
+        return contextlib.nullcontext()
+    return torch.inference_mode(False)
 
 
 def _grown(buffer: Tensor | None, new: Tensor, held: int, capacity: int) -> Tensor:

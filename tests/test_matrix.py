@@ -1,0 +1,402 @@
+"""The features of ``mha.full.MHA`` and ``mha.mla.MLA`` combined, as users combine them: each case
+is one value of every dimension below, run as a batch of two prompts (prefill, then three decoding
+steps) and compared with a float64 reference of the same weights, each prompt alone, recomputed
+without a cache.
+
+The dimensions: the options (``head_size`` other than ``hidden_size / heads_num``, ``scale``, a
+bias on some projections, ``qk_norm``, ``rope`` with each scaling, ``window``), ``kv_heads``, the
+fast and the written-out path; the dtype (float64, float32, bfloat16, float16), the last two both
+as ``.to(dtype)`` and under autocast; the cache (none, ``KVCache``, preallocated ``max_len``, a
+``ModelCache``, a crop of a rejected step, a reorder of the rows); padding (none, left, right);
+grad mode (no_grad; inference_mode for the prefill then no_grad; training with ``W_k`` frozen,
+its gradients compared too); ``torch.compile(fullgraph=True)`` of the decoding steps (the keys'
+length changes at each);
+and ``MLA``'s latent cache expanded and absorbed.
+
+``CASES`` covers every pair of values of two dimensions at least once (a pairwise covering array,
+drawn greedily from a fixed seed). ``make test`` runs its first ``SAMPLE`` cases, which cover the
+most pairs; the whole of it runs with ``MHA_MATRIX=all`` (``make matrix``; marked ``slow``).
+Right padding with a window is no case: the window counts columns, padding among them, and
+``mha.decoder.generate`` refuses it (``tests/test_seams.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import random
+from dataclasses import dataclass, fields
+
+import pytest
+import torch
+
+from mha.full import MHA, KVCache, ModelCache, padding_mask
+from mha.mla import MLA, LatentCache
+from mha.rope import RotaryEmbedding
+
+HIDDEN, HEADS, LENGTHS, STEPS = 24, 4, (6, 3), 3
+SCALINGS = {
+    "default": None,
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 4.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 4,
+    },
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4},
+}
+# How far from the float64 reference each dtype may be, relative to the reference's largest
+# value: a few roundings of the dtype (a wrong result is off by the size of the values).
+BOUND = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 8e-2}
+
+DIMENSIONS = {
+    "module": ["mha", "mla-expanded", "mla-absorbed"],
+    "kv_heads": [4, 2, 1],
+    "head_size": [None, 8],
+    "scale": [None, 0.3],
+    "bias": ["all", "none", "qkv"],
+    "qk_norm": [False, True],
+    "rope": [None, "default", "llama3", "yarn"],
+    "window": [None, 3],
+    "fast": [True, False],
+    "dtype": ["float64", "float32", "bfloat16", "float16"],
+    "cast": ["to", "autocast"],
+    "cache": ["none", "kv", "max_len", "model", "crop", "reorder"],
+    "padding": ["none", "left", "right"],
+    "grad": ["no_grad", "inference_then_no_grad", "frozen"],
+    "compile": [False, True],
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    module: str
+    kv_heads: int
+    head_size: int | None
+    scale: float | None
+    bias: str
+    qk_norm: bool
+    rope: str | None
+    window: int | None
+    fast: bool
+    dtype: str
+    cast: str
+    cache: str
+    padding: str
+    grad: str
+    compile: bool
+
+    def __str__(self) -> str:
+        return "-".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+
+# MLA has none of MHA's options: a case of it leaves them at these values
+MHA_ONLY = {
+    "kv_heads": 4,
+    "head_size": None,
+    "scale": None,
+    "bias": "all",
+    "qk_norm": False,
+    "rope": "default",
+    "window": None,
+    "fast": True,
+}
+
+
+def valid(case: dict) -> bool:
+    """The combinations that exist: autocast casts to a lower precision only; MLA has its own
+    options (none of MHA's but the dtype, cache, padding, grad and compile ones); right padding
+    with a window is refused (see the module's docstring); a crop past a window needs rollback,
+    which the case gives."""
+    if case.get("cast") == "autocast" and case.get("dtype") in ("float64", "float32"):
+        return False
+    if case.get("module", "mha") != "mha":
+        if any(case.get(k, v) != v for k, v in MHA_ONLY.items()):
+            return False
+    if case.get("padding") == "right" and case.get("window") is not None:
+        return False
+    return True
+
+
+def pairwise(dimensions: dict, seed: int = 0, tries: int = 60) -> list[Case]:
+    """A list of valid cases in which every valid pair of values of two dimensions appears; each
+    case is the best of ``tries`` random ones at covering pairs not covered yet."""
+    rng = random.Random(seed)
+    names = list(dimensions)
+    uncovered = {
+        ((a, x), (b, y))
+        for a, b in itertools.combinations(names, 2)
+        for x in dimensions[a]
+        for y in dimensions[b]
+        if valid({a: x, b: y})
+    }
+
+    def draw(fixed: dict) -> dict:
+        """Random values but ``fixed``, mended to a valid case where the rules allow."""
+        case = {n: rng.choice(dimensions[n]) for n in names} | fixed
+        if case["module"] != "mha":
+            case |= {k: v for k, v in MHA_ONLY.items() if k not in fixed}
+        if case["dtype"] in ("float64", "float32") and "cast" not in fixed:
+            case["cast"] = "to"
+        if case["padding"] == "right" and case["window"] is not None:
+            case["window" if "window" not in fixed else "padding"] = (
+                None if "window" not in fixed else "left"
+            )
+        return case
+
+    def covers(case: dict) -> set:
+        return {
+            ((a, case[a]), (b, case[b])) for a, b in itertools.combinations(names, 2)
+        } & uncovered
+
+    cases = []
+    while uncovered:
+        # Seed each case with one uncovered pair, so that every pair gets covered
+        (a, x), (b, y) = min(uncovered, key=repr)
+        candidates = [c for c in (draw({a: x, b: y}) for _ in range(tries)) if valid(c)]
+        if not candidates:  # the pair fits no other values drawn: drop it
+            uncovered.discard(((a, x), (b, y)))
+            continue
+        best = max(candidates, key=lambda c: len(covers(c)))
+        uncovered -= covers(best)
+        cases.append(Case(**best))
+    return cases
+
+
+CASES = pairwise(DIMENSIONS)
+SAMPLE = 12
+
+
+# ---- One case, run ---------------------------------------------------------------------------
+
+
+def build(case: Case) -> torch.nn.Module:
+    """The float64 module of ``case``, its weights seeded and scaled up (attention far from
+    uniform)."""
+    torch.manual_seed(0)
+    if case.module == "mha":
+        rope = None
+        if case.rope is not None:
+            rope = RotaryEmbedding(case.head_size or HIDDEN // HEADS, scaling=SCALINGS[case.rope])
+        bias = {"all": True, "none": False, "qkv": ("W_q", "W_k", "W_v")}[case.bias]
+        model = MHA(
+            HIDDEN,
+            HEADS,
+            kv_heads=case.kv_heads,
+            bias=bias,
+            fast=case.fast,
+            head_size=case.head_size,
+            scale=case.scale,
+            qk_norm=case.qk_norm,
+            rope=rope,
+            window=case.window,
+        )
+    else:
+        model = MLA(HIDDEN, HEADS, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4,
+                    v_head_dim=5)  # fmt: skip
+    model = model.double().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(2.0)
+    return model
+
+
+def inputs() -> list[torch.Tensor]:
+    """Each prompt's positions, then its three new ones: float64 ``[length + STEPS, HIDDEN]``."""
+    generator = torch.Generator().manual_seed(1)
+    return [
+        torch.randn(n + STEPS, HIDDEN, dtype=torch.float64, generator=generator) for n in LENGTHS
+    ]
+
+
+def call(model, case: Case, x, mask, positions, cache):
+    options = dict(is_causal=True, attn_mask=mask, cache=cache)
+    if case.module != "mha":
+        options["absorb"] = case.module == "mla-absorbed"
+    if case.module != "mha" or case.rope is not None:
+        options["positions"] = positions
+    return model(x, **options)
+
+
+class Batch:
+    """The two prompts as one padded batch, growing by one position per row per step: its
+    inputs, key mask and positions, and which column holds each row's position ``i``."""
+
+    def __init__(self, rows: list[torch.Tensor], padding: str):
+        self.rows, self.padding = rows, padding
+        lengths = [len(r) - STEPS for r in rows]
+        if padding == "none":
+            lengths = [min(lengths)] * len(rows)
+        self.lengths = lengths
+        self.width = max(lengths)
+
+    def prompt(self):
+        """The prefill: ``x [2, width, HIDDEN]``, ``mask [2, 1, 1, width]``, ``positions``."""
+        x = torch.zeros(len(self.rows), self.width, HIDDEN, dtype=torch.float64)
+        for b, (row, n) in enumerate(zip(self.rows, self.lengths, strict=True)):
+            at = slice(self.width - n, self.width) if self.padding == "left" else slice(0, n)
+            x[b, at] = row[:n]
+        lengths = torch.tensor(self.lengths)
+        mask = padding_mask(lengths, self.width, left=self.padding == "left")
+        return x, mask, self.positions(mask)
+
+    def column(self, b: int, i: int) -> int:
+        """The prefill's column of row ``b``'s position ``i``."""
+        return self.width - self.lengths[b] + i if self.padding == "left" else i
+
+    def step(self, s: int, mask):
+        """Decoding step ``s``: every row's next position, and the mask grown by a real column."""
+        x = torch.stack([row[n + s] for row, n in zip(self.rows, self.lengths, strict=True)])
+        grown = torch.cat([mask, torch.ones(len(self.rows), 1, 1, 1, dtype=torch.bool)], dim=-1)
+        return x[:, None], grown, self.positions(grown)[:, -1:]
+
+    @staticmethod
+    def positions(mask):
+        real = mask[:, 0, 0].long()
+        return (real.cumsum(-1) - 1).clamp(min=0)
+
+
+def reference(model, case: Case, batch: Batch) -> list[torch.Tensor]:
+    """Each row alone, its prompt and new positions in one call, float64, no cache."""
+    out = []
+    for row, n in zip(batch.rows, batch.lengths, strict=True):
+        x = row[: n + STEPS][None]
+        out.append(call(model, case, x, None, torch.arange(n + STEPS), None)[0])
+    return out
+
+
+def run(case: Case) -> None:
+    model64 = build(case)
+    batch = Batch(inputs(), case.padding)
+    with torch.no_grad():
+        expected = reference(model64, case, batch)
+    dtype = getattr(torch, case.dtype)
+    low = case.cast == "to" or case.dtype in ("float64", "float32")
+    model = copy.deepcopy(model64).to(dtype if low else torch.float32)
+    as_input = dtype if low else torch.float32
+    if case.grad == "frozen":
+        model.train()  # no dropout: training mode changes nothing here but the path checks
+        frozen = model.W_k if case.module == "mha" else model.W_dkv
+        frozen.weight.requires_grad_(False)
+    if case.compile:  # compiled code is kept per function, MHA.forward: a fresh start per case
+        torch._dynamo.reset()
+    attend = torch.compile(model, fullgraph=True, backend="eager") if case.compile else model
+    cache = make_cache(case, batch)
+    held = cache.layers[0] if isinstance(cache, ModelCache) else cache
+
+    def forward(x, mask, positions, phase):
+        x = x.to(as_input)
+        context = (
+            torch.autocast("cpu", dtype=dtype) if not low else torch.autocast("cpu", enabled=False)
+        )
+        if case.grad == "frozen":
+            grad = torch.enable_grad()
+        elif case.grad == "inference_then_no_grad" and phase == "prefill":
+            grad = torch.inference_mode()
+        else:
+            grad = torch.no_grad()
+        with grad, context:
+            return call(attend if phase == "decode" else model, case, x, mask, positions, held)
+
+    x, mask, positions = batch.prompt()
+    got = []  # (row, position, output)
+    out = forward(x, mask, positions, "prefill")
+    for b, n in enumerate(batch.lengths):
+        got += [(b, i, out[b, batch.column(b, i)]) for i in range(n)]
+    order = [0, 1]
+    if case.cache == "reorder":  # the rows swapped: the cache follows, and so does the batch
+        order = [1, 0]
+        cache.reorder(torch.tensor(order))
+        mask = mask[order]
+        batch.rows, batch.lengths = (
+            [batch.rows[i] for i in order],
+            [batch.lengths[i] for i in order],
+        )
+    for s in range(STEPS):
+        x, grown, at = batch.step(s, mask)
+        if case.cache == "none":  # no cache: the whole sequence again, the new column last
+            full_x = torch.cat([prefix_of(batch, s), x], dim=1)
+            out = forward(full_x, grown, Batch.positions(grown), "decode")[:, -1:]
+        else:
+            if case.cache == "crop" and s == 1:  # a rejected draft step, then cropped away
+                forward(torch.randn_like(x), grown, at, "decode")
+                cache.crop(len(held) - 1)
+            out = forward(x, grown, at, "decode")
+        mask = grown
+        for b, n in enumerate(batch.lengths):
+            got.append((order[b], n + s, out[b, 0]))
+    scale = max(e.abs().max().item() for e in expected)
+    worst = max((o.double() - expected[b][i]).abs().max().item() / scale for b, i, o in got)
+    assert worst < BOUND[case.dtype], f"{case}: {worst:.3g} off the float64 reference"
+    if case.grad == "frozen":
+        check_gradients(case, model, model64, Batch(inputs(), case.padding), got)
+
+
+def prefix_of(batch: Batch, s: int):
+    """For the uncached run: the padded prompt and the first ``s`` new positions of each row."""
+    x, _, _ = batch.prompt()
+    news = [batch.step(t, torch.ones(2, 1, 1, 1, dtype=torch.bool))[0] for t in range(s)]
+    return torch.cat([x, *news], dim=1)
+
+
+def make_cache(case: Case, batch: Batch):
+    total = batch.width + STEPS + 1  # the crop's rejected step too
+    cls = KVCache if case.module == "mha" else LatentCache
+    if case.cache == "none":
+        return None
+    if case.cache == "kv" or case.cache == "reorder":
+        return cls()
+    if case.cache == "max_len":
+        # a window's cache keeps window - 1: a short buffer takes the prompt, longer than it
+        return cls(total if case.window is None else case.window)
+    if case.cache == "crop":
+        return cls(rollback=1) if case.module == "mha" else cls()
+    return ModelCache(1, max_len=total) if case.module == "mha" else cls(total)
+
+
+def check_gradients(case, model, model64, batch, got):
+    """The trainable weights' gradients of the summed real outputs equal the reference's."""
+    sum(o.float().sum() for _, _, o in got).backward()
+    reference_model = copy.deepcopy(model64).train()
+    frozen = "W_k" if case.module == "mha" else "W_dkv"
+    getattr(reference_model, frozen).weight.requires_grad_(False)
+    sum(out.sum() for out in reference(reference_model, case, batch)).backward()
+    theirs = dict(reference_model.named_parameters())
+    assert getattr(model, frozen).weight.grad is None
+    # Relative to the largest gradient: some are zero by construction (W_k's bias adds the same
+    # q·b to every score of a query, which the softmax ignores)
+    scale = max(p.grad.abs().max().item() for p in theirs.values() if p.grad is not None)
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        error = (p.grad.double() - theirs[name].grad).abs().max().item() / scale
+        assert error < 20 * BOUND[case.dtype], f"{case}: {name}'s gradient {error:.3g} off"
+
+
+@pytest.mark.parametrize("case", CASES[:SAMPLE], ids=str)
+def test_a_sample_of_the_combinations_equals_the_float64_reference(case):
+    run(case)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("MHA_MATRIX") != "all", reason="the whole matrix: MHA_MATRIX=all (make matrix)"
+)
+@pytest.mark.parametrize("case", CASES[SAMPLE:], ids=str)
+def test_every_pair_of_features_equals_the_float64_reference(case):
+    run(case)
+
+
+def test_the_cases_cover_every_pair_of_values():
+    covered = {
+        ((a, getattr(c, a)), (b, getattr(c, b)))
+        for c in CASES
+        for a, b in itertools.combinations(DIMENSIONS, 2)
+    }
+    for a, b in itertools.combinations(DIMENSIONS, 2):
+        for x, y in itertools.product(DIMENSIONS[a], DIMENSIONS[b]):
+            if valid({a: x, b: y}):
+                assert ((a, x), (b, y)) in covered, (a, x, b, y)
+    assert all(valid({n: getattr(c, n) for n in DIMENSIONS}) for c in CASES)
