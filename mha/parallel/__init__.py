@@ -34,6 +34,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 import torch
@@ -750,21 +751,11 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
     # 新模块的初始权重马上会被覆盖：不要因此推进调用者的随机数状态
     # The new module's initial weights are overwritten at once: do not advance the caller's RNG
     with torch.random.fork_rng(devices=[]):
-        local = MHA(
-            model.hidden_size,
-            len(heads),
-            kv_heads=len(kv),
-            head_size=d,
-            dropout=model.dropout,
-            bias=biased,
-            fast=model.fast,
-            context_size=model.context_size,
-            scale=model.scale,
-            qk_norm=model.q_norm is not None,
-            norm_eps=model.q_norm.eps if model.q_norm is not None else 1e-6,
-            rope=model.rope,
-            window=model.window,
-        ).to(device=model.W_q.weight.device, dtype=model.W_q.weight.dtype)
+        # 其余选项原样照搬（MHA.options 是它们唯一的声明），只改本进程的头数和偏置
+        # Every other option carried as it is (MHA.options declares them once): only this
+        # rank's head counts and biases change
+        options = replace(model.options, heads_num=len(heads), kv_heads=len(kv), bias=biased)
+        local = MHA.from_options(options).to(model.W_q.weight.device, model.W_q.weight.dtype)
     rows_q = slice(heads.start * d, heads.stop * d)
     rows_kv = slice(kv.start * d, kv.stop * d)
     with torch.no_grad():
