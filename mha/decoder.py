@@ -386,7 +386,8 @@ def generate(
                 不是数，或者 ``generator`` 不是 ``torch.Generator``。
             ValueError: 一个提示也没有，某个提示为空，或者有超出 ``0 .. vocab_size - 1`` 的 id；
                 提示长短不一、``left=False`` 而模型有滑动窗口（窗口按列计数，会把填充的列也算进去：
-                请在左边填充）；``steps`` 为负，``temperature`` 为负；``generator`` 与模型不在同一个设备上；
+                请在左边填充）；``steps`` 为负，``temperature`` 为负；``generator`` 与模型不在同一个
+                设备上；
                 最长的提示加上 ``steps`` 超过 ``model.max_len`` 或 ``max_len``。
     """
     device = _check_generate(model, prompts, steps, left, temperature, generator, max_len)

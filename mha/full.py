@@ -369,8 +369,12 @@ class KVCache:
 
     def __getstate__(self) -> dict:
         # The module it belongs to is not saved (a weak reference cannot be): the loaded cache
-        # belongs to the first module that uses it.
-        return {**self.__dict__, "_owner": None}
+        # belongs to the first module that uses it. Only the positions held are saved, not the
+        # buffer's free room (a max_len cache allocates it again at its next append).
+        state = {**self.__dict__, "_owner": None, "_offset": 0}
+        if self._keys is not None:
+            state["_keys"], state["_values"] = self.keys.clone(), self.values.clone()
+        return state
 
     @property
     def keys(self) -> Tensor | None:

@@ -417,6 +417,8 @@ _HF_NAMES = {
     "q_norm": "q_norm",
     "k_norm": "k_norm",
 }
+
+
 def _hf_window(module: nn.Module) -> int | None:
     """The sliding window of a transformers layer: Mistral's is in its config, the others' on
     the layer (``None`` on a layer without one)."""

@@ -74,7 +74,7 @@ def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> t
             per position; and ``attention_factor``, 1.0 except under YaRN.
 
     Raises:
-        TypeError: ``scaling`` is not a dict, or a size is not an ``int``.
+        TypeError: ``scaling`` is not a dict, a size is not an ``int``, or ``base`` not a number.
         ValueError: ``rotary_dims`` is not a positive even number, ``base`` not above 1, or
             ``scaling`` names an unknown type, misses a key or has an unknown one.
 
@@ -98,7 +98,7 @@ def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> t
                 ``inv_freq[i]`` 弧度；以及 ``attention_factor``，只有 YaRN 不是 1.0。
 
         引发:
-            TypeError: ``scaling`` 不是字典，或者尺寸不是 ``int``。
+            TypeError: ``scaling`` 不是字典，尺寸不是 ``int``，或者 ``base`` 不是数。
             ValueError: ``rotary_dims`` 不是正偶数，``base`` 不大于 1，或者 ``scaling`` 的类型未知、
                 缺少键或有未知的键。
     """
@@ -106,7 +106,9 @@ def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> t
         raise TypeError(f"rotary_dims must be an int, got {type(rotary_dims).__name__}")
     if rotary_dims <= 0 or rotary_dims % 2:
         raise ValueError(f"rotary_dims must be a positive even number, got {rotary_dims}")
-    if isinstance(base, bool) or not isinstance(base, int | float) or not base > 1:
+    if isinstance(base, bool) or not isinstance(base, int | float):
+        raise TypeError(f"base must be a number, got {type(base).__name__} ({base!r})")
+    if not base > 1:
         raise ValueError(f"base must be a number above 1, got {base!r}")
     kind, options = _scaling(scaling)
     # 第 i 对的频率：base 的 -2i/rotary_dims 次方，从每个位置转 1 弧度一直降到接近 1/base
@@ -259,7 +261,7 @@ class RotaryEmbedding(nn.Module):
         self.interleaved = interleaved
         self.scaling = None if scaling is None else dict(scaling)
 
-    def _apply(self, fn, recurse=True):  # noqa: ANN001, ANN202 (nn.Module's own signature)
+    def _apply(self, fn, recurse=True):
         # .to(), .half(), .bfloat16(), .double() cast every floating buffer: inv_freq moves to
         # the new device but stays float32, as transformers keeps it (in bfloat16 a frequency is
         # off by up to 0.4%, and the angle at position 4000 by more than a radian)

@@ -183,3 +183,34 @@ def test_qk_norm_under_autocast_decodes_with_a_cache(dtype):
     assert cache.keys.dtype == cache.values.dtype == dtype
     exact = recomputed(m, x)
     assert_close(torch.cat([prefill, step], dim=1).float(), exact, dtype=dtype)
+
+
+# ---- Saving a cache, the checks of rope --------------------------------------------------------
+
+
+def test_a_saved_cache_holds_its_positions_not_its_free_room(tmp_path):
+    """``KVCache(max_len=4096)`` holding 10 positions wrote the whole buffer (about 1 MB here);
+    now what it holds, and decoding goes on from the loaded copy as from the original."""
+    torch.manual_seed(0)
+    m, x = MHA(64, 4, kv_heads=2).eval(), torch.randn(1, 11, 64)
+    big, small = KVCache(max_len=4096), KVCache()
+    with torch.no_grad():
+        m(x[:, :10], is_causal=True, cache=big)
+        m(x[:, :10], is_causal=True, cache=small)
+    torch.save(big, tmp_path / "big.pt")
+    torch.save(small, tmp_path / "small.pt")
+    sizes = [(tmp_path / name).stat().st_size for name in ("big.pt", "small.pt")]
+    assert sizes[0] < 2 * sizes[1], sizes  # no 4096 positions of room
+    loaded = torch.load(tmp_path / "big.pt")
+    assert (len(loaded), loaded.max_len) == (10, 4096)
+    with torch.no_grad():
+        step = m(x[:, 10:], is_causal=True, cache=loaded)
+    assert "capacity=4096" in repr(loaded), repr(loaded)  # the room, allocated again
+    assert_close(step, recomputed(m, x)[:, 10:])
+
+
+def test_a_rope_base_that_is_not_a_number_is_a_type_error_as_elsewhere():
+    with pytest.raises(TypeError, match=re.escape("base must be a number, got str ('10000')")):
+        RotaryEmbedding(4, base="10000")
+    with pytest.raises(ValueError, match=re.escape("base must be a number above 1, got 1")):
+        RotaryEmbedding(4, base=1)

@@ -620,7 +620,7 @@ def test_qwen3_under_autocast_decodes_with_a_cache_as_transformers_does(dtype):
     """qk_norm's RMSNorm returns float32 under autocast while the values are in the lower
     precision: the cache takes both, and prefill then decoding equals transformers' own under the
     same autocast (it raised ``values must have the keys' dtype`` before)."""
-    module, config, rotary = build(
+    module, _, rotary = build(
         "qwen3",
         heads=4,
         kv_heads=2,
@@ -645,7 +645,9 @@ def test_qwen3_under_autocast_decodes_with_a_cache_as_transformers_does(dtype):
     exact = hf_call(
         module, rotary, x, positions, additive_mask(positions, positions, None, torch.float32)
     )
-    for ours_out, theirs_out, part in zip(got, expected, (slice(0, 6), slice(6, 7), slice(7, 9))):
+    for ours_out, theirs_out, part in zip(
+        got, expected, (slice(0, 6), slice(6, 7), slice(7, 9)), strict=True
+    ):
         assert ours_out.dtype == theirs_out.dtype == dtype
         # each is within its dtype's rounding of float32, and so of the other
         assert_close(ours_out.float(), exact[:, part], dtype=dtype)
