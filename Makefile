@@ -70,6 +70,24 @@ test: lint
 	$(BIN)/python -m pytest
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -p no:cacheprovider docs README.md mha
 
+# The whole combination matrix (tests/test_matrix.py): make test runs a sample of its cases.
+.PHONY: matrix gpu-check
+matrix: setup
+	MHA_MATRIX=all $(BIN)/python -m pytest -q tests/test_matrix.py
+
+# Where a GPU is (the device machine, whose own python3 holds a CUDA PyTorch; no set-up needed):
+# the kernels' parity and the whole matrix on CUDA, then the benchmark's CUDA rows, within about
+# 8 minutes. Without CUDA it says so and does nothing.
+GPU_PYTHON ?= python3
+gpu-check:
+	@$(GPU_PYTHON) -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null || \
+	  { echo "gpu-check: $(GPU_PYTHON)'s torch sees no CUDA device here (or it has no torch): nothing to check"; exit 0; } ; \
+	set -e; \
+	MHA_DEVICE=cuda MHA_MATRIX=all timeout 360 $(GPU_PYTHON) -m pytest --noconftest \
+	  -p no:cacheprovider -q tests/test_cuda.py tests/test_matrix.py; \
+	timeout 120 $(GPU_PYTHON) -m mha.bench --quick --device cuda --no-progress \
+	  --out build/gpu-bench.json
+
 # Not part of the test command: the browser tests again, writing screenshots/ for a reviewer's eyes.
 screenshots: setup
 	MHA_SCREENSHOTS=1 $(BIN)/python -m pytest -q -m browser

@@ -13,6 +13,8 @@ its gradients compared too); ``torch.compile(fullgraph=True)`` of the decoding s
 length changes at each);
 and ``MLA``'s latent cache expanded and absorbed.
 
+``MHA_DEVICE=cuda`` runs the cases on a GPU (``make gpu-check``); the reference stays on the CPU.
+
 ``CASES`` covers every pair of values of two dimensions at least once (a pairwise covering array,
 drawn greedily from a fixed seed). ``make test`` runs its first ``SAMPLE`` cases, which cover the
 most pairs; the whole of it runs with ``MHA_MATRIX=all`` (``make matrix``; marked ``slow``).
@@ -22,6 +24,7 @@ Right padding with a window is no case: the window counts columns, padding among
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import os
@@ -36,6 +39,7 @@ from mha.mla import MLA, LatentCache
 from mha.rope import RotaryEmbedding
 
 HIDDEN, HEADS, LENGTHS, STEPS = 24, 4, (6, 3), 3
+DEVICE = torch.device(os.environ.get("MHA_DEVICE", "cpu"))
 SCALINGS = {
     "default": None,
     "llama3": {
@@ -274,7 +278,7 @@ def run(case: Case) -> None:
         expected = reference(model64, case, batch)
     dtype = getattr(torch, case.dtype)
     low = case.cast == "to" or case.dtype in ("float64", "float32")
-    model = copy.deepcopy(model64).to(dtype if low else torch.float32)
+    model = copy.deepcopy(model64).to(DEVICE, dtype if low else torch.float32)
     as_input = dtype if low else torch.float32
     if case.grad == "frozen":
         model.train()  # no dropout: training mode changes nothing here but the path checks
@@ -287,10 +291,8 @@ def run(case: Case) -> None:
     held = cache.layers[0] if isinstance(cache, ModelCache) else cache
 
     def forward(x, mask, positions, phase):
-        x = x.to(as_input)
-        context = (
-            torch.autocast("cpu", dtype=dtype) if not low else torch.autocast("cpu", enabled=False)
-        )
+        x, mask, positions = x.to(DEVICE, as_input), mask.to(DEVICE), positions.to(DEVICE)
+        context = contextlib.nullcontext() if low else torch.autocast(DEVICE.type, dtype=dtype)
         if case.grad == "frozen":
             grad = torch.enable_grad()
         elif case.grad == "inference_then_no_grad" and phase == "prefill":
@@ -308,7 +310,7 @@ def run(case: Case) -> None:
     order = [0, 1]
     if case.cache == "reorder":  # the rows swapped: the cache follows, and so does the batch
         order = [1, 0]
-        cache.reorder(torch.tensor(order))
+        cache.reorder(torch.tensor(order, device=DEVICE))
         mask = mask[order]
         batch.rows, batch.lengths = (
             [batch.rows[i] for i in order],
@@ -328,7 +330,7 @@ def run(case: Case) -> None:
         for b, n in enumerate(batch.lengths):
             got.append((order[b], n + s, out[b, 0]))
     scale = max(e.abs().max().item() for e in expected)
-    worst = max((o.double() - expected[b][i]).abs().max().item() / scale for b, i, o in got)
+    worst = max((o.double().cpu() - expected[b][i]).abs().max().item() / scale for b, i, o in got)
     assert worst < BOUND[case.dtype], f"{case}: {worst:.3g} off the float64 reference"
     if case.grad == "frozen":
         check_gradients(case, model, model64, Batch(inputs(), case.padding), got)
@@ -371,7 +373,7 @@ def check_gradients(case, model, model64, batch, got):
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        error = (p.grad.double() - theirs[name].grad).abs().max().item() / scale
+        error = (p.grad.double().cpu() - theirs[name].grad).abs().max().item() / scale
         assert error < 20 * BOUND[case.dtype], f"{case}: {name}'s gradient {error:.3g} off"
 
 

@@ -1,0 +1,79 @@
+"""On a GPU (``make gpu-check``): the fast path through each of SDPA's CUDA kernels (flash,
+memory-efficient, math) equals a float64 reference on the CPU, with grouped-query attention
+(``enable_gqa``), masks and a cache, in pure bfloat16 and float16 and compiled. Skipped, with the
+reason, where there is no CUDA device; this file needs only torch and pytest (the GPU machine runs
+it with its own Python, without the project's set-up)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from mha.full import MHA, KVCache, padding_mask
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device (make gpu-check runs this on one)"
+)
+BOUND = {torch.float16: 1e-2, torch.bfloat16: 8e-2, torch.float32: 1e-4}
+
+
+def kernels():
+    from torch.nn.attention import SDPBackend
+
+    return {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
+
+
+def relative(got: torch.Tensor, expected: torch.Tensor) -> float:
+    return ((got.double().cpu() - expected).abs().max() / expected.abs().max()).item()
+
+
+@pytest.mark.parametrize("kernel", ["flash", "efficient", "math"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("kv_heads", [8, 2, 1])
+@pytest.mark.parametrize("mask", ["causal", "padding", "none"])
+def test_each_kernel_equals_the_float64_reference(kernel, dtype, kv_heads, mask):
+    from torch.nn.attention import sdpa_kernel
+
+    torch.manual_seed(0)
+    model64 = MHA(512, 8, kv_heads=kv_heads).double().eval()
+    model = copy.deepcopy(model64).to("cuda", dtype)
+    x = torch.randn(2, 64, 512, dtype=torch.float64)
+    options = {"is_causal": mask == "causal"}
+    if mask == "padding":
+        options["attn_mask"] = padding_mask(torch.tensor([64, 40]), 64)
+    with torch.no_grad():
+        expected = model64(x, **options)
+        on_gpu = {k: v.cuda() if torch.is_tensor(v) else v for k, v in options.items()}
+        try:
+            with sdpa_kernel([kernels()[kernel]]):
+                got = model(x.to("cuda", dtype), **on_gpu)
+        except RuntimeError as error:  # this kernel does not take this input on this build
+            if "No available kernel" in str(error):
+                pytest.skip(f"{kernel} takes no {mask} mask with kv_heads={kv_heads} here")
+            raise
+    assert got.dtype == dtype
+    assert relative(got, expected) < BOUND[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_a_compiled_decode_step_with_a_cache_equals_the_reference(dtype):
+    torch.manual_seed(0)
+    model64 = MHA(256, 8, kv_heads=2).double().eval()
+    model = copy.deepcopy(model64).to("cuda", dtype)
+    step = torch.compile(model, fullgraph=True, dynamic=True)
+    x = torch.randn(2, 24, 256, dtype=torch.float64)
+    cache = KVCache(max_len=24)
+    with torch.no_grad():
+        expected = model64(x, is_causal=True)
+        outs = [model(x[:, :16].to("cuda", dtype), is_causal=True, cache=cache)]
+        outs += [
+            step(x[:, i : i + 1].to("cuda", dtype), is_causal=True, cache=cache)
+            for i in range(16, 24)
+        ]
+    assert relative(torch.cat(outs, dim=1), expected) < BOUND[dtype]
