@@ -48,6 +48,10 @@ WHITESPACE = re.compile(r"\s{2,}")
 # that is left between two words.
 _BREAKS = '\\s\u3000\\-,:;!?=\\[\\]()"`/、。，．？！；：（）“”‘’《》'
 REDUNDANT_BREAK = re.compile(f"\u200b+(?=[{_BREAKS}])|(?<=[{_BREAKS}])\u200b+|^\u200b+|\u200b+$")
+# Inline code in the text ("<code>x</code>"), not a code block's ("<pre><code>"): search drops the
+# tags before it splits the words, so unwrapped the words are the same, 13 bytes less each (9% of
+# the zh index); a result shows the code as plain text.
+INLINE_CODE = re.compile(r"(?<!<pre>)<code>(.*?)</code>", re.S)
 
 
 def languages(config) -> tuple[str | None, list[str]]:
@@ -85,9 +89,11 @@ def on_post_build(config, **kwargs):
     target.parent.mkdir(parents=True, exist_ok=True)
     for doc in docs:
         # The text keeps the HTML's indentation ("   <code>"); search splits words on any run of
-        # whitespace, so one space says the same in fewer bytes (2% of the index); and a word
-        # break beside another is dropped (REDUNDANT_BREAK, 10% of the zh index).
-        doc["text"] = REDUNDANT_BREAK.sub("", WHITESPACE.sub(" ", doc["text"]))
+        # whitespace, so one space says the same in fewer bytes (2% of the index); inline code
+        # is unwrapped (INLINE_CODE); and a word break beside a separator is dropped
+        # (REDUNDANT_BREAK, 10% of the zh index).
+        text = INLINE_CODE.sub(r"\1", WHITESPACE.sub(" ", doc["text"]))
+        doc["text"] = REDUNDANT_BREAK.sub("", text)
         doc["title"] = REDUNDANT_BREAK.sub("", doc["title"])
     data = {**index, "docs": docs}
     # UTF-8 as it is, not \uXXXX escapes: a Chinese character takes 3 bytes instead of 6, and the

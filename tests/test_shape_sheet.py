@@ -15,7 +15,8 @@ from mha_site import shape_sheet
 def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_todays_options():
     """The sheet's calls take the math path with boolean masks and the 2017 layer's options: the
     rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
-    of today's options (q/k norm, rotary embeddings, a sliding window's cache, a given scale),
+    of today's options (q/k norm, rotary embeddings, a sliding window's cache and its call longer
+    than max_len, a given scale),
     which their own chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
@@ -28,6 +29,8 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
     assert left_out == [
         "_float_mask_as(attn_mask, q.dtype)",
         "attn_mask[..., -k.size(2) :]",
+        "cache.keys",  # held_keys: a sliding window's call longer than the cache's max_len
+        "cache.values",
         'mask != float("-inf")',
         "qk + mask",
         "self._attend_fast(q, k, v, attn_mask, is_causal)",
@@ -37,6 +40,8 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "self.rope.rotate(k, *turns)",
         "self.rope.rotate(q, *turns)",
         "torch.arange(held, held + x.size(1), device=x.device)",
+        "torch.cat([held_keys, k.to(v.dtype)], dim=2)",
+        "torch.cat([held_values, v], dim=2)",
         "torch.matmul(q.to(dtype), k.transpose(-2, -1)) * self.scale",
     ], left_out
     assert shown < commented
