@@ -28,9 +28,22 @@ ARITHMATEX = re.compile(
 INLINE = re.compile(r"\\\((.*?)\\\)")
 
 
+# LaTeX writes an underscore in text as \_ (``\text{hidden\_size}``); latex2mathml keeps the
+# backslash in the <mtext> it makes, and the page showed "hidden\_size".
+ESCAPED_UNDERSCORE = re.compile(r"(<mtext>[^<]*?)\\_")
+
+
 def latex_to_mathml(latex: str, display: str) -> str:
-    """Convert one formula; ``display`` is ``"inline"`` or ``"block"``."""
-    return convert(latex.strip(), display=display)
+    r"""Convert one formula; ``display`` is ``"inline"`` or ``"block"``.
+
+    Examples:
+        >>> "hidden_size</mtext>" in latex_to_mathml(r"\sqrt{\text{hidden\_size}}", "inline")
+        True
+    """
+    mathml = convert(latex.strip(), display=display)
+    while ESCAPED_UNDERSCORE.search(mathml):
+        mathml = ESCAPED_UNDERSCORE.sub(r"\1_", mathml)
+    return mathml
 
 
 def on_page_content(html_text: str, page, **kwargs) -> str:
