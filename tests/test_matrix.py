@@ -13,6 +13,10 @@ its gradients compared too); ``torch.compile(fullgraph=True)`` of the decoding s
 length changes at each);
 and ``MLA``'s latent cache expanded and absorbed.
 
+Where a transformers family has a case's options (Llama, Mistral, Qwen2, Qwen3: ``family_of``),
+the case's module is that family's layer converted with ``from_hf``, and the float64 reference is
+checked against the transformers layer itself first.
+
 ``MHA_DEVICE=cuda`` runs the cases on a GPU (``make gpu-check``); the reference stays on the CPU.
 
 ``CASES`` covers every pair of values of two dimensions at least once (a pairwise covering array,
@@ -35,6 +39,7 @@ import pytest
 import torch
 
 from mha.full import MHA, KVCache, ModelCache, padding_mask
+from mha.interop import from_hf
 from mha.mla import MLA, LatentCache
 from mha.rope import RotaryEmbedding
 
@@ -176,6 +181,46 @@ SAMPLE = 12
 # ---- One case, run ---------------------------------------------------------------------------
 
 
+def family_of(case: Case) -> tuple[str, bool] | None:
+    """The transformers family whose attention layer has ``case``'s options, and whether its
+    ``attention_bias`` is on; ``None`` when no family has them (another scale, no rope, MLA)."""
+    if case.module != "mha" or case.scale is not None or case.rope is None:
+        return None
+    if case.bias == "qkv":  # Qwen2's biases, and no q/k norm
+        return None if case.qk_norm else ("qwen2", False)
+    if case.qk_norm:
+        return "qwen3", case.bias == "all"
+    if case.window is not None:  # Mistral: no bias
+        return ("mistral", False) if case.bias == "none" else None
+    return "llama", case.bias == "all"
+
+
+def from_transformers(case: Case):
+    """The transformers layer of ``case``'s family (float64, random weights), its rotary
+    embedding, and the layer converted by ``from_hf``; ``None`` without transformers."""
+    family = family_of(case)
+    try:
+        import test_transformers as hf  # its builders: a layer from a config, and its call
+    except Exception:  # no transformers (or the GPU machine's bare Python): MHA's own weights
+        return None
+    if family is None:
+        return None
+    module, _, rotary = hf.build(
+        family[0],
+        heads=HEADS,
+        kv_heads=case.kv_heads,
+        head_dim=case.head_size,
+        rope=case.rope,
+        window=case.window,
+        dtype=torch.float64,
+        seed=0,
+        bias=family[1],
+    )
+    model = from_hf(module)
+    model.fast = case.fast
+    return module, rotary, model, hf
+
+
 def build(case: Case) -> torch.nn.Module:
     """The float64 module of ``case``, its weights seeded and scaled up (attention far from
     uniform)."""
@@ -272,10 +317,20 @@ def reference(model, case: Case, batch: Batch) -> list[torch.Tensor]:
 
 
 def run(case: Case) -> None:
-    model64 = build(case)
+    converted = from_transformers(case)
+    model64 = build(case) if converted is None else converted[2]
     batch = Batch(inputs(), case.padding)
     with torch.no_grad():
         expected = reference(model64, case, batch)
+    if converted is not None:  # the reference is transformers' own layer's output
+        module, rotary, _, hf = converted
+        with torch.no_grad():
+            for row, n, ours in zip(batch.rows, batch.lengths, expected, strict=True):
+                at = torch.arange(n + STEPS)[None]
+                mask = hf.additive_mask(at, at, case.window, torch.float64)
+                theirs = hf.hf_call(module, rotary, row[: n + STEPS][None], at, mask)[0]
+                error = (theirs - ours).abs().max().item()
+                assert error < 1e-10, f"{case}: the reference is {error:.3g} off transformers"
     dtype = getattr(torch, case.dtype)
     low = case.cast == "to" or case.dtype in ("float64", "float32")
     model = copy.deepcopy(model64).to(DEVICE, dtype if low else torch.float32)
@@ -402,3 +457,9 @@ def test_the_cases_cover_every_pair_of_values():
             if valid({a: x, b: y}):
                 assert ((a, x), (b, y)) in covered, (a, x, b, y)
     assert all(valid({n: getattr(c, n) for n in DIMENSIONS}) for c in CASES)
+
+
+def test_every_family_checks_the_reference_against_transformers_in_some_case():
+    families = {family_of(c)[0] for c in CASES if family_of(c) is not None}
+    assert families == {"llama", "mistral", "qwen2", "qwen3"}, families
+    assert any(family_of(c) is not None for c in CASES[:SAMPLE])
