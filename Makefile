@@ -70,6 +70,13 @@ test: lint
 	$(BIN)/python -m pytest
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -p no:cacheprovider docs README.md mha
 
+# The contributor's loop: every test that needs no built site, no browser and is not slow (the
+# site, the browsers, the quick benchmark and the fresh interpreters are make test's), or only
+# FILES: make quick FILES="tests/test_full.py docs/en/rope.md docs/zh/rope.md".
+.PHONY: quick
+quick: setup
+	$(BIN)/python -m pytest -q -m "not site and not browser and not slow" $(FILES)
+
 # The whole combination matrix (tests/test_matrix.py): make test runs a sample of its cases.
 .PHONY: matrix gpu-check
 matrix: setup

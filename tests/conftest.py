@@ -103,7 +103,14 @@ def needs_site(item) -> bool:
 
 
 def pytest_collection_modifyitems(items):
-    """The tests that read the built site run last, each group in its order."""
+    """The tests that read the built site run last, each group in its order. Each is marked
+    ``site``, and each that waits on the quick benchmark ``slow``, so that ``make quick``
+    (``-m "not site and not browser and not slow"``) neither builds the site nor runs the bench."""
+    for item in items:
+        if needs_site(item):
+            item.add_marker(pytest.mark.site)
+        if "quick_bench" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
     items[:] = [item for item in items if not needs_site(item)] + list(filter(needs_site, items))
 
 

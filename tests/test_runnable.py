@@ -199,6 +199,7 @@ def run_in_fresh_interpreters(cases: list[tuple[Path, int]], directory: Path) ->
     return failures
 
 
+@pytest.mark.slow  # a fresh interpreter per script: about 35 s
 def test_sample_scripts_run_in_a_fresh_interpreter(tmp_path):
     """Each in a process of its own, outside the repository (``run_in_fresh_interpreters``)."""
     chosen = sample()
