@@ -22,12 +22,30 @@ from torch import Tensor
 __all__ = ["check_input", "check_sizes"]
 
 
-def _check_positive_int(name: str, value: object) -> None:
-    # bool is a subclass of int in Python; MHA(True, 1) is a bug, not a size.
+# The scalar checks every module shares: a value of the wrong type is a TypeError, a value of the
+# right type out of its range a ValueError; each names the argument, the expected and the actual.
+
+
+def _check_length(name: str, value: object, *, positive: bool = False) -> None:
+    # bool is a subclass of int in Python; a length of True (or MHA(True, 1)) is a bug, not 1.
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
+    if value < int(positive):
+        raise ValueError(
+            f"{name} must be a {'positive' if positive else 'non-negative'} int, got {value}"
+        )
+
+
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
+
+
+def _check_number(name: str, value: object, *, positive: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__} ({value!r})")
+    if positive and not value > 0:
+        raise ValueError(f"{name} must be positive, got {value}")
 
 
 def check_sizes(
@@ -65,8 +83,8 @@ def check_sizes(
             TypeError: 某个尺寸不是 ``int``，``bool`` 和 ``float`` 也不行。
             ValueError: 某个尺寸不是正数，或者 ``hidden_size`` 不能被 ``heads_num`` 整除。
     """
-    _check_positive_int(names[0], hidden_size)
-    _check_positive_int(names[1], heads_num)
+    _check_length(names[0], hidden_size, positive=True)
+    _check_length(names[1], heads_num, positive=True)
     if hidden_size % heads_num != 0:
         raise ValueError(
             f"{names[0]} ({hidden_size}) must be divisible by {names[1]} ({heads_num}); "

@@ -27,14 +27,11 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_integer_tensor
+from mha.checks import _check_flag, _check_integer_tensor, _check_length, _check_number
 from mha.full import (
     MHA,
     KVCache,
     ModelCache,
-    _check_flag,
-    _check_length,
-    _check_number,
     _check_range,
     padding_mask,
 )

@@ -42,30 +42,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha.checks import _check_integer_tensor, check_input, check_sizes
+from mha.checks import (
+    _check_flag,
+    _check_integer_tensor,
+    _check_length,
+    _check_number,
+    check_input,
+    check_sizes,
+)
 from mha.rope import RotaryEmbedding
 
 __all__ = ["MHA", "KVCache", "ModelCache", "Options", "RMSNorm", "causal_mask", "padding_mask"]
-
-
-def _check_length(name: str, value: object, *, positive: bool = False) -> None:
-    # bool is a subclass of int in Python; a length of True is a bug, not 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < int(positive):
-        raise ValueError(f"{name} must be a {'positive' if positive else 'non-negative'} int, got {value}")
-
-
-def _check_flag(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
-
-
-def _check_number(name: str, value: object, *, positive: bool = False) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__} ({value!r})")
-    if positive and not value > 0:
-        raise ValueError(f"{name} must be positive, got {value}")
 
 
 PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")

@@ -34,13 +34,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha.checks import check_input
+from mha.checks import _check_flag, _check_length, check_input
 from mha.full import (
     KVCache,
     RMSNorm,
     _and_causal,
-    _check_flag,
-    _check_length,
     _check_mask,
     _check_positions,
     _float_mask_as,

@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.full import _check_flag, _check_length, _check_number
+from mha.checks import _check_flag, _check_length, _check_number
 
 __all__ = ["TiledAttention", "merge"]
 

@@ -37,10 +37,6 @@ def split() -> tuple[list[tuple[range, range]], list[dict[str, tuple[int, ...]]]
     return ranges, shapes
 
 
-def rank_of(head: int, ranges: list[range]) -> int:
-    return next(rank for rank, r in enumerate(ranges) if head in r)
-
-
 def heads_split_picture(language: str) -> str:
     ranges, shapes = split()
     d = HIDDEN // HEADS

@@ -44,7 +44,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha.full import MHA, _check_flag, _check_length
+from mha.checks import _check_flag, _check_length
+from mha.full import MHA
 from mha.tiled import TiledAttention, merge
 
 __all__ = [
