@@ -101,17 +101,24 @@ def both_languages(tab: Tab, page: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def page_threads(browser, site_url):
-    """Two browsers, each in a thread of its own, running ``both_languages`` over the nav's pages
-    ahead of their tests (``support.BrowserThreads``): page loads keep one renderer busy, so
-    two browsers use both cores. (``browser``: the skip or failure without Chromium.)"""
+def page_threads(request, browser, site_url):
+    """Two browsers, each in a thread of its own, running ``both_languages`` over the pages of
+    the selected tests (all the nav's pages, unless ``-k`` chose some) ahead of those tests
+    (``support.BrowserThreads``): page loads keep one renderer busy, so two browsers use both
+    cores. (``browser``: the skip or failure without Chromium.)"""
+    test = test_each_language_loads_clean_renders_its_math_and_switches_to_the_other.__name__
+    selected = [
+        item.callspec.params["page"]
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module and item.originalname == test
+    ]
 
     def run(tab: Tab, page: str):
         both_languages(tab, page)
         yield page, None
 
     threads = BrowserThreads(
-        PAGES,
+        list(dict.fromkeys(selected)),
         keys=lambda page: [page],
         start=lambda browser: Tab(new_context(browser), site_url),
         run=run,
