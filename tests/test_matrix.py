@@ -38,6 +38,7 @@ from dataclasses import dataclass, fields
 import pytest
 import torch
 
+from mha.decoder import positions_of
 from mha.full import MHA, KVCache, ModelCache, padding_mask
 from mha.interop import from_hf
 from mha.mla import MLA, LatentCache
@@ -290,7 +291,7 @@ class Batch:
             x[b, at] = row[:n]
         lengths = torch.tensor(self.lengths)
         mask = padding_mask(lengths, self.width, left=self.padding == "left")
-        return x, mask, self.positions(mask)
+        return x, mask, positions_of(mask)
 
     def column(self, b: int, i: int) -> int:
         """The prefill's column of row ``b``'s position ``i``."""
@@ -300,12 +301,7 @@ class Batch:
         """Decoding step ``s``: every row's next position, and the mask grown by a real column."""
         x = torch.stack([row[n + s] for row, n in zip(self.rows, self.lengths, strict=True)])
         grown = torch.cat([mask, torch.ones(len(self.rows), 1, 1, 1, dtype=torch.bool)], dim=-1)
-        return x[:, None], grown, self.positions(grown)[:, -1:]
-
-    @staticmethod
-    def positions(mask):
-        real = mask[:, 0, 0].long()
-        return (real.cumsum(-1) - 1).clamp(min=0)
+        return x[:, None], grown, positions_of(grown)[:, -1:]
 
 
 def reference(model, case: Case, batch: Batch) -> list[torch.Tensor]:
@@ -376,7 +372,7 @@ def run(case: Case) -> None:
         x, grown, at = batch.step(s, mask)
         if case.cache == "none":  # no cache: the whole sequence again, the new column last
             full_x = torch.cat([prefix_of(batch, s), x], dim=1)
-            out = forward(full_x, grown, Batch.positions(grown), "decode")[:, -1:]
+            out = forward(full_x, grown, positions_of(grown), "decode")[:, -1:]
         else:
             if case.cache == "crop" and s == 1:  # a rejected draft step, then cropped away
                 forward(torch.randn_like(x), grown, at, "decode")
