@@ -69,15 +69,20 @@ def example_model(name: str) -> torch.nn.Module:
     return model
 
 
-def example_call(model: torch.nn.Module) -> Callable[[torch.nn.Module], torch.Tensor]:
-    """A call that takes each option's branch: causal self-attention, or cross-attention when
-    the keys' width is not the queries'."""
+def example_inputs(model: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The query input and, when the keys' width is not the queries', a context: causal
+    self-attention or cross-attention, so that each option's branch runs."""
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(2, 5, model.hidden_size, dtype=torch.float64, generator=generator)
-    if model.context_size != model.hidden_size:
-        context = torch.randn(2, 7, model.context_size, dtype=torch.float64, generator=generator)
-        return lambda m: m(x, context)
-    return lambda m: m(x, is_causal=True)
+    if model.context_size == model.hidden_size:
+        return x, None
+    return x, torch.randn(2, 7, model.context_size, dtype=torch.float64, generator=generator)
+
+
+def example_call(model: torch.nn.Module) -> Callable[[torch.nn.Module], torch.Tensor]:
+    """A call of ``example_inputs``: ``m(x, is_causal=True)`` or ``m(x, context)``."""
+    x, context = example_inputs(model)
+    return (lambda m: m(x, is_causal=True)) if context is None else (lambda m: m(x, context))
 
 
 def _declared(options_cls: type) -> list[str]:
@@ -182,9 +187,10 @@ def check_to_torch(
             problems.append(f"mha/interop.py: to_torch does not refuse the option {name}")
             continue
 
-        x, source = _inputs(call)
+        x, context = example_inputs(model)
+        source = x if context is None else context
         with torch.no_grad():
-            mask = None if source is not x else ~mha.full.causal_mask(x.size(1), x.size(1))
+            mask = None if context is not None else ~mha.full.causal_mask(x.size(1), x.size(1))
             theirs = converted(x, source, source, attn_mask=mask, need_weights=False)[0]
             error = (theirs - call(model)).abs().max().item()
         if not error < 1e-10:
@@ -193,19 +199,6 @@ def check_to_torch(
                 "off the model's output"
             )
     return problems
-
-
-def _inputs(call: Callable) -> tuple[torch.Tensor, torch.Tensor]:
-    """The query input and the key/value source of ``example_call``'s call, read from it."""
-    seen = {}
-
-    class Recorder(torch.nn.Module):
-        def forward(self, x, context=None, **_):
-            seen["x"], seen["source"] = x, x if context is None else context
-            return x
-
-    call(Recorder())
-    return seen["x"], seen["source"]
 
 
 def check_from_hf(
