@@ -65,10 +65,13 @@ def on_page_content(html_text: str, page, **kwargs) -> str:
     # Headings with math: the table of contents repeats their text, arithmatex's \(...\) included.
     for item in walk(page.toc.items if page.toc else []):
         item.title = INLINE.sub(lambda m: inline_mathml(m), item.title)
-    # The page title (the tab's <title>) is plain text: keep the LaTeX source, without delimiters.
-    title = getattr(page, "_title_from_render", None)
+    # The page title (the tab's <title>, the nav's entry when mkdocs.yml gives none) is plain
+    # text: keep the LaTeX source, without delimiters. Page.title is a weak_property that a plugin
+    # may overwrite (MkDocs sets it so from the nav); it is read here after render(), so it is
+    # the metadata's title, or the first heading's.
+    title = page.title
     if title and INLINE.search(title):
-        page._title_from_render = INLINE.sub(lambda m: html.unescape(m[1]).strip(), title)
+        page.title = INLINE.sub(lambda m: html.unescape(m[1]).strip(), title)
     return html_text
 
 
