@@ -408,23 +408,27 @@ def table_machine(results: dict, language: str) -> str:
     )
 
 
-def table_decode(results: dict, language: str) -> str:
+def table_speedup(rows: list[dict], times: dict[str, tuple[str, str]], language: str) -> str:
+    """Per L (``rows[i]["seq_len"]``): the two times of ``times`` (a field of the rows: its
+    column's title in both languages), then ``rows[i]["speedup"]``."""
     header = [
         "L",
-        tr(language, "with the cache (ms)", "用缓存（毫秒）"),
-        tr(language, "recomputing (ms)", "整段重算（毫秒）"),
+        *(tr(language, *label) for label in times.values()),
         tr(language, "speed-up", "加速倍数"),
     ]
-    rows = [
-        [
-            str(r["seq_len"]),
-            number(r["cache_ms"]),
-            number(r["recompute_ms"]),
-            number(r["speedup"]) + "×",
-        ]
-        for r in results["decode"]
+    body = [
+        [str(r["seq_len"]), *(number(r[field]) for field in times), number(r["speedup"]) + "×"]
+        for r in rows
     ]
-    return markdown_table(header, rows)
+    return markdown_table(header, body)
+
+
+def table_decode(results: dict, language: str) -> str:
+    times = {
+        "cache_ms": ("with the cache (ms)", "用缓存（毫秒）"),
+        "recompute_ms": ("recomputing (ms)", "整段重算（毫秒）"),
+    }
+    return table_speedup(results["decode"], times, language)
 
 
 def table_generate(results: dict, language: str) -> str:
@@ -555,22 +559,11 @@ def table_mla(results: dict, language: str) -> str:
 
 
 def table_mla_absorb(results: dict, language: str) -> str:
-    header = [
-        "L",
-        tr(language, "expanded (ms)", "展开（毫秒）"),
-        tr(language, "absorbed (ms)", "吸收（毫秒）"),
-        tr(language, "speed-up", "加速倍数"),
-    ]
-    rows = [
-        [
-            str(r["seq_len"]),
-            number(r["expanded_ms"]),
-            number(r["absorbed_ms"]),
-            number(r["speedup"]) + "×",
-        ]
-        for r in results["mla_absorb"]
-    ]
-    return markdown_table(header, rows)
+    times = {
+        "expanded_ms": ("expanded (ms)", "展开（毫秒）"),
+        "absorbed_ms": ("absorbed (ms)", "吸收（毫秒）"),
+    }
+    return table_speedup(results["mla_absorb"], times, language)
 
 
 def table_tiled_memory(results: dict, language: str) -> str:
