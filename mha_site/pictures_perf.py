@@ -218,6 +218,22 @@ def line_plot(
     return str(svg)
 
 
+def peak_memory_plot(
+    name: str,
+    language: str,
+    rows: list[dict],
+    key: str,
+    labels: dict,
+    title: str,
+    y_label: str,
+) -> str:
+    """The peak memory growth (MB) of ``rows`` against L, one line per value of ``rows[i][key]``
+    that ``labels`` names (its label in both languages), in the order of ``labels``."""
+    rows = [dict(r, impl=r[key]) for r in rows]
+    lines = series(labels)
+    return line_plot(name, language, rows, "peak_growth_mb", title, y_label, "MB", lines=lines)
+
+
 def main_rows(rows: list[dict]) -> list[dict]:
     """The rows of the run's main dtype (a CUDA run adds rows marked with another ``dtype``)."""
     return [r for r in rows if "dtype" not in r]

@@ -83,18 +83,16 @@ LABELS = {1: ("1 rank", "1 个进程"), 2: ("2 ranks", "2 个进程"), 4: ("4 ra
 
 
 def ring_memory_picture(language: str) -> str:
-    from mha_site.pictures_perf import line_plot, load, series
+    from mha_site.pictures_perf import load, peak_memory_plot
 
-    rows = [dict(r, impl=r["world"]) for r in load()["parallel"] if r["split"] == "sequence"]
-    return line_plot(
+    return peak_memory_plot(
         "ring-memory",
         language,
-        rows,
-        "peak_growth_mb",
+        [r for r in load()["parallel"] if r["split"] == "sequence"],
+        "world",
+        LABELS,
         tr(language, "Each rank's peak memory against L", "每个进程的峰值内存随 L 的变化"),
         tr(language, "peak growth a rank (MB)", "每个进程的峰值增长（MB）"),
-        "MB",
-        lines=series(LABELS),
     )
 
 

@@ -107,18 +107,16 @@ LABELS = {
 
 
 def tiled_memory_picture(language: str) -> str:
-    from mha_site.pictures_perf import line_plot, load, series
+    from mha_site.pictures_perf import load, peak_memory_plot
 
-    rows = [dict(r, impl=r["attention"]) for r in load()["tiled_memory"]]
-    return line_plot(
+    return peak_memory_plot(
         "tiled-memory",
         language,
-        rows,
-        "peak_growth_mb",
+        load()["tiled_memory"],
+        "attention",
+        LABELS,
         tr(language, "Peak memory of one call against L", "一次调用的峰值内存随 L 的变化"),
         tr(language, "peak growth (MB)", "峰值增长（MB）"),
-        "MB",
-        lines=series(LABELS),
     )
 
 
