@@ -164,13 +164,18 @@ def reference_attention(m, x: Tensor) -> Tensor:
     return m.W_o(merge_heads(F.scaled_dot_product_attention(q, k, v)))
 
 
+# The files of the full version and the checks they share (mha/full.py re-exports the others).
+FULL_FILES = ("checks.py", "full.py", "masks.py", "cache.py", "norm.py")
+
+
 def raised_in_mha(excinfo) -> bool:
     """The error of ``pytest.raises`` comes from a ``raise`` of the package's checks
-    (``mha/checks.py`` or ``mha/full.py``), not from deep inside torch. The statement matters: a
+    (``mha/checks.py``, or the full version's files: ``full.py``, ``masks.py``, ``cache.py``,
+    ``norm.py``), not from deep inside torch. The statement matters: a
     torch function written in C adds no Python frame, so its error seems to come from the line
     of ``mha`` that called it."""
     entry = excinfo.traceback[-1]
-    in_mha = entry.path.parent.name == "mha" and entry.path.name in ("checks.py", "full.py")
+    in_mha = entry.path.parent.name == "mha" and entry.path.name in FULL_FILES
     return in_mha and str(entry.statement).lstrip().startswith("raise ")
 
 

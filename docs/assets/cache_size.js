@@ -6,15 +6,9 @@
 // the page as JSON, and this is its formula again (values_per_position, held_positions,
 // cache_bytes, rows), rounding half up as _round does. tests/test_cache_size.py sets values in a
 // real browser and compares every cell with rows() in Python.
+// Mounted, and its sizes read, by window.mha (mha.js).
 (() => {
-  const DATA_ID = "__mha-cache-size-models";
-  const ENGLISH = {
-    positive: "{name} must be a positive int, got {value}",
-    empty: "{name} must be a positive int, got nothing",
-  };
-
-  const fill = (template, values) =>
-    template.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
+  const { readPositiveInt, widget } = window.mha;
   const round = (value, places) => {
     const scale = 10 ** places;
     return Math.floor(value * scale + 0.5) / scale;
@@ -25,28 +19,12 @@
   const heldPositions = (m, context) =>
     m.window === null ? context : Math.min(context, m.window - 1);
 
-  const mount = (box) => {
-    if (box.dataset.mhaMounted) return;
-    box.dataset.mhaMounted = "1";
-    const source = document.getElementById(DATA_ID);
-    if (!source) throw new Error(`the page has a cache explorer but no #${DATA_ID}`);
-    const data = JSON.parse(source.textContent);
-    const text = (key) => box.dataset[key] || ENGLISH[key];
+  const mount = (box, data, text) => {
     const inputs = ["context", "batch_size"].map((name) => box.querySelector(`input[name="${name}"]`));
     const dtype = box.querySelector('select[name="dtype"]');
     const status = box.querySelector(".mha-explorer__status");
     const table = box.querySelector(".mha-explorer__table");
     const body = table.tBodies[0];
-
-    const read = (input) => {
-      const raw = input.value.trim();
-      if (raw === "") return { error: fill(text("empty"), { name: input.name }) };
-      const n = Number(raw);
-      if (!/^\+?\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1) {
-        return { error: fill(text("positive"), { name: input.name, value: raw }) };
-      }
-      return { value: n };
-    };
 
     const row = (cells) => {
       const tr = document.createElement("tr");
@@ -60,7 +38,7 @@
     };
 
     const update = () => {
-      const parsed = inputs.map(read);
+      const parsed = inputs.map((input) => readPositiveInt(input, text));
       const bad = parsed.find((r) => r.error);
       for (const input of inputs) input.removeAttribute("aria-invalid");
       if (bad) {
@@ -96,8 +74,10 @@
     update();
   };
 
-  const start = () => document.querySelectorAll(".mha-cache-size").forEach(mount);
-  if (window.document$) window.document$.subscribe(start);
-  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  widget({
+    selector: ".mha-cache-size",
+    dataId: "__mha-cache-size-models",
+    what: "cache explorer",
+    mount,
+  });
 })();

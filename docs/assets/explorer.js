@@ -7,12 +7,11 @@
 // kind as recorded, with the kinds that change where some sizes are 1 (`ones`).
 // tests/test_explorer.py sets random sizes in a real browser and checks every row against
 // mha.trace.record for the same sizes.
+// Mounted, and its sizes read, by window.mha (mha.js).
 (() => {
-  const DATA_ID = "__mha-explorer-steps";
+  const { fill, readPositiveInt, widget } = window.mha;
   const NAMES = ["batch_size", "seq_len", "hidden_size", "heads_num"];
   const ENGLISH = {
-    positive: "{name} must be a positive int, got {value}",
-    empty: "{name} must be a positive int, got nothing",
     divisible:
       "hidden_size ({hidden_size}) must be divisible by heads_num ({heads_num}); " +
       "{hidden_size} % {heads_num} = {remainder}",
@@ -20,33 +19,14 @@
     view: "view", copy: "copy", new: "new",
   };
 
-  const fill = (template, values) =>
-    template.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
   // Shapes as the site writes them: [2, 4, 3, 5], from dimension names and the sizes they have.
   const written = (names, sizes) => `[${names.map((name) => sizes[name]).join(", ")}]`;
 
-  const mount = (box) => {
-    if (box.dataset.mhaMounted) return;
-    box.dataset.mhaMounted = "1";
-    const source = document.getElementById(DATA_ID);
-    if (!source) throw new Error(`the page has a shape explorer but no #${DATA_ID}`);
-    const data = JSON.parse(source.textContent);
-    const text = (key) => box.dataset[key] || ENGLISH[key];
+  const mount = (box, data, text) => {
     const inputs = NAMES.map((name) => box.querySelector(`input[name="${name}"]`));
     const status = box.querySelector(".mha-explorer__status");
     const table = box.querySelector(".mha-explorer__table");
     const body = table.tBodies[0];
-
-    // A size as the reader typed it: a positive int, or the message that says why not.
-    const read = (input) => {
-      const raw = input.value.trim();
-      if (raw === "") return { error: fill(text("empty"), { name: input.name }) };
-      const n = Number(raw);
-      if (!/^\+?\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1) {
-        return { error: fill(text("positive"), { name: input.name, value: raw }) };
-      }
-      return { value: n };
-    };
 
     const row = ({ target, expression, shape }, k, sizes) => {
       const tr = document.createElement("tr");
@@ -73,7 +53,7 @@
     };
 
     const update = () => {
-      const parsed = inputs.map(read);
+      const parsed = inputs.map((input) => readPositiveInt(input, text));
       const bad = parsed.find((r) => r.error);
       let error = bad && bad.error;
       const [b, s, d, h] = parsed.map((r) => r.value);
@@ -108,10 +88,11 @@
     update();
   };
 
-  const start = () => document.querySelectorAll(".mha-explorer").forEach(mount);
-  // Instant navigation is off on this site, but if it is turned on, Material's document$ emits
-  // each page it swaps in; without it, the page is ready at DOMContentLoaded.
-  if (window.document$) window.document$.subscribe(start);
-  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  widget({
+    selector: ".mha-explorer",
+    dataId: "__mha-explorer-steps",
+    what: "shape explorer",
+    english: ENGLISH,
+    mount,
+  });
 })();

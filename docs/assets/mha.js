@@ -64,3 +64,53 @@ document.addEventListener("click", (event) => {
   window.addEventListener("load", focusable);
   window.addEventListener("resize", focusable);
 })();
+
+// What the page's widgets share (explorer.js, cache_size.js): how a widget is mounted and how it
+// reads what the reader typed. mkdocs.yml lists this file before them in extra_javascript, and
+// the pages load them as plain scripts in that order, so window.mha is defined when they run.
+window.mha = (() => {
+  // "{name} must be ..." with the values put in; a key without a value is left as it is.
+  const fill = (template, values) =>
+    template.replace(/\{(\w+)\}/g, (all, key) => (key in values ? String(values[key]) : all));
+
+  // The messages of readPositiveInt, as mha's errors word them: a page in another language gives
+  // its own in the widget's data- attributes.
+  const ENGLISH = {
+    positive: "{name} must be a positive int, got {value}",
+    empty: "{name} must be a positive int, got nothing",
+  };
+
+  // A size as the reader typed it: { value } for a positive int, or { error } saying why not.
+  // `text(key)` is the widget's message for key ("positive", "empty").
+  const readPositiveInt = (input, text) => {
+    const raw = input.value.trim();
+    if (raw === "") return { error: fill(text("empty"), { name: input.name }) };
+    const n = Number(raw);
+    if (!/^\+?\d+$/.test(raw) || !Number.isSafeInteger(n) || n < 1) {
+      return { error: fill(text("positive"), { name: input.name, value: raw }) };
+    }
+    return { value: n };
+  };
+
+  // Mounts each element of `selector` once: `mount(box, data, text)`, with `data` the JSON the
+  // build put in the page as #dataId (`what` names the widget when it is missing) and `text(key)`
+  // the box's data- attribute for key, or `english[key]`, or ENGLISH[key].
+  // Instant navigation is off on this site, but if it is turned on, Material's document$ emits
+  // each page it swaps in; without it, the page is ready at DOMContentLoaded.
+  const widget = ({ selector, dataId, what, english = {}, mount }) => {
+    const once = (box) => {
+      if (box.dataset.mhaMounted) return;
+      box.dataset.mhaMounted = "1";
+      const source = document.getElementById(dataId);
+      if (!source) throw new Error(`the page has a ${what} but no #${dataId}`);
+      const text = (key) => box.dataset[key] || english[key] || ENGLISH[key];
+      mount(box, JSON.parse(source.textContent), text);
+    };
+    const start = () => document.querySelectorAll(selector).forEach(once);
+    if (window.document$) window.document$.subscribe(start);
+    else if (document.readyState !== "loading") start();
+    else document.addEventListener("DOMContentLoaded", start);
+  };
+
+  return { fill, readPositiveInt, widget };
+})();

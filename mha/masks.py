@@ -1,0 +1,182 @@
+"""Attention masks (掩码): which keys each query may attend to, as boolean tensors.
+
+``True`` means *may attend*, as in PyTorch's ``scaled_dot_product_attention``. ``causal_mask``
+builds the lower-right-aligned causal mask (and its sliding-window band); ``padding_mask`` hides
+the padded positions of a batch of different lengths. [`MHA`][mha.full.MHA] and
+[`MLA`][mha.mla.MLA] take either (or both, combined with ``&``) as ``attn_mask``. Both modules
+also use ``and_causal`` (a mask and the causal one together) and ``float_mask_as`` (a float mask
+in the scores' dtype), which are not part of the documented API.
+
+Examples:
+    >>> from mha.masks import causal_mask, padding_mask
+    >>> causal_mask(2, 3)
+    tensor([[ True,  True, False],
+            [ True,  True,  True]])
+    >>> padding_mask(torch.tensor([2]), 3).shape  # [batch_size, 1, 1, k_len]
+    torch.Size([1, 1, 1, 3])
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mha.checks import _check_flag, _check_length, _check_range, _check_vector
+
+__all__ = ["causal_mask", "padding_mask"]
+
+
+# --8<-- [start:masks]
+def causal_mask(
+    q_len: int, k_len: int, device: torch.device | str | None = None, *, window: int | None = None
+) -> Tensor:
+    """The causal mask, aligned to the lower right: ``True`` where a query may attend.
+
+    The last query is the newest position and sees every key; query ``i`` sees keys
+    ``0 .. i + (k_len - q_len)``. With ``q_len == k_len`` this is the usual lower triangle; with a
+    cache (``k_len > q_len``) the new queries see every cached key. With ``window`` (sliding-window
+    attention), query ``i`` sees only the ``window`` latest of those keys, itself included.
+
+    Args:
+        q_len: number of queries.
+        k_len: number of keys.
+        device: where to build the mask (the input's device).
+        window: ``None`` (the default), or how many positions a query sees at most.
+
+    Returns:
+        A boolean tensor of shape ``[q_len, k_len]``.
+
+    Raises:
+        TypeError: ``q_len``, ``k_len`` or ``window`` is not an ``int``.
+        ValueError: ``q_len`` or ``k_len`` is negative, or ``window`` not positive.
+
+    Examples:
+        >>> causal_mask(3, 3)
+        tensor([[ True, False, False],
+                [ True,  True, False],
+                [ True,  True,  True]])
+        >>> causal_mask(3, 3, window=2)
+        tensor([[ True, False, False],
+                [ True,  True, False],
+                [False,  True,  True]])
+
+    中文:
+        因果掩码，右下对齐：``True`` 表示可以关注。
+
+        最后一个查询是最新的位置，能看到所有键；查询 ``i`` 能看到键 ``0 .. i + (k_len - q_len)``。
+        ``q_len == k_len`` 时就是常见的下三角；有缓存时（``k_len > q_len``），新的查询能看到缓存里的
+        所有键。给了 ``window``（滑动窗口注意力）时，查询 ``i`` 只能看到这些键里最近的 ``window``
+        个，包括它自己。
+
+        参数:
+            q_len: 查询的个数。
+            k_len: 键的个数。
+            device: 在哪个设备上创建掩码（应与输入相同）。
+            window: 默认 ``None``，或者一个查询最多能看到的位置数。
+
+        返回:
+            形状为 ``[q_len, k_len]`` 的布尔张量。
+
+        引发:
+            TypeError: ``q_len``、``k_len`` 或 ``window`` 不是 ``int``。
+            ValueError: ``q_len`` 或 ``k_len`` 是负数，或者 ``window`` 不是正数。
+    """
+    _check_length("q_len", q_len)
+    _check_length("k_len", k_len)
+    ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
+    mask = ones.tril(diagonal=k_len - q_len)
+    if window is None:
+        return mask
+    _check_length("window", window, positive=True)
+    # 查询 i 之前第 window 个位置以前的键也屏蔽掉：上三角从对角线往左 window - 1 处开始
+    # Keys more than window - 1 positions before query i are masked too: an upper triangle that
+    # starts window - 1 diagonals left of the main one
+    return mask & ones.triu(diagonal=k_len - q_len - window + 1)
+
+
+def padding_mask(lengths: Tensor, k_len: int, *, left: bool = False) -> Tensor:
+    """The padding mask of a batch: ``True`` where a key is a real position, not padding.
+
+    Right padding (the default) puts a sequence's positions first and the padding after them, as
+    training batches do; left padding (``left=True``) puts the padding first, as a batch of
+    prompts for generation does, so that every row's newest position is the last column. The
+    values of ``lengths`` are checked when it is on the CPU; on an accelerator, and inside
+    ``torch.compile``, they are not (reading them would wait for the device, or break the graph).
+
+    Args:
+        lengths: the real length of each sequence, an integer tensor of shape ``[batch_size]``
+            with values in ``0 .. k_len``; the mask is built on its device.
+        k_len: the padded length (the number of keys).
+        left: ``True`` when the padding comes before the positions.
+
+    Returns:
+        A boolean tensor ``[batch_size, 1, 1, k_len]`` (it broadcasts over heads and queries).
+
+    Raises:
+        TypeError: ``lengths`` is not an integer tensor (a boolean one included), ``k_len``
+            is not an ``int`` or ``left`` not a ``bool``.
+        ValueError: ``lengths`` is not 1-D, a length is outside ``0 .. k_len`` (on the CPU), or
+            ``k_len`` is negative.
+
+    Examples:
+        >>> padding_mask(torch.tensor([3, 1]), 4)[:, 0, 0]
+        tensor([[ True,  True,  True, False],
+                [ True, False, False, False]])
+        >>> padding_mask(torch.tensor([3, 1]), 4, left=True)[:, 0, 0]
+        tensor([[False,  True,  True,  True],
+                [False, False, False,  True]])
+
+    中文:
+        一批序列的填充掩码：``True`` 表示这个键是真实的位置，不是填充。
+
+        右填充（默认）把序列的位置放在前面、填充放在后面，训练用的批就是这样；左填充
+        （``left=True``）把填充放在前面，生成时的一批提示就是这样，每一行最新的位置都在最后一列。
+        ``lengths`` 在 CPU 上时检查它的取值；在加速器上、在 ``torch.compile`` 里不检查（读取取值要
+        等设备算完，或者会打断计算图）。
+
+        参数:
+            lengths: 每条序列的真实长度，形状为 ``[batch_size]`` 的整数张量，取值在
+                ``0 .. k_len`` 之间；掩码建在它所在的设备上。
+            k_len: 填充后的长度（键的个数）。
+            left: 填充在位置之前时为 ``True``。
+
+        返回:
+            形状为 ``[batch_size, 1, 1, k_len]`` 的布尔张量，可以在头和查询两个维度上广播。
+
+        引发:
+            TypeError: ``lengths`` 不是整数张量（布尔张量也不行），``k_len`` 不是 ``int``，或者
+                ``left`` 不是 ``bool``。
+            ValueError: ``lengths`` 不是一维的，（在 CPU 上）某个长度不在 ``0 .. k_len`` 之间，或者
+                ``k_len`` 是负数。
+    """
+    _check_length("k_len", k_len)
+    _check_flag("left", left)
+    _check_vector("lengths", lengths, "[batch_size]")
+    _check_range("lengths", lengths, k_len, "k_len")
+    positions = torch.arange(k_len, device=lengths.device)  # [k_len]
+    if left:
+        return (positions >= k_len - lengths[:, None])[:, None, None, :]
+    return (positions < lengths[:, None])[:, None, None, :]
+
+
+# --8<-- [end:masks]
+
+
+def and_causal(attn_mask: Tensor | None, causal: Tensor) -> Tensor:
+    """A query sees a key when both ``attn_mask`` (boolean, or float: added to the scores) and
+    ``causal`` let it."""
+    if attn_mask is None:
+        return causal
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & causal
+    return attn_mask.masked_fill(~causal, float("-inf"))
+
+
+def float_mask_as(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """``mask`` in ``dtype``, its finite values clamped to ``dtype``'s finite range: a finite
+    value (``finfo(float32).min``, ``-1e9``) stays a finite score in every dtype, and only
+    ``-inf`` masks a key."""
+    if mask.dtype == dtype:
+        return mask
+    info = torch.finfo(dtype)
+    return torch.where(mask.isinf(), mask, mask.clamp(info.min, info.max)).to(dtype)

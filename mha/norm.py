@@ -1,0 +1,93 @@
+"""RMSNorm (均方根归一化): the normalisation Qwen3 applies to each head of the queries and keys.
+
+[`MHA`][mha.full.MHA] uses it for ``qk_norm=True`` and [`MLA`][mha.mla.MLA] on its latents;
+[`mha.full`][mha.full] re-exports it.
+
+Examples:
+    >>> from mha.norm import RMSNorm
+    >>> RMSNorm(4)(torch.ones(2, 4)).shape
+    torch.Size([2, 4])
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from mha.checks import _check_length, _check_number
+
+__all__ = ["RMSNorm"]
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation over the last dimension, with a weight per dimension.
+
+    ``x / sqrt(mean(x²) + eps) * weight``; Qwen3 applies one to each head of the queries and of
+    the keys (``MHA(qk_norm=True)``). The statistics are computed in float32 and the result cast
+    back to the input's dtype before the weight multiplies it, as Qwen3's reference code does,
+    whatever the input's dtype (float64 included), so a converted model gives the same numbers.
+
+    Args:
+        size: the last dimension's size (``head_size`` in ``MHA``).
+        eps: added to the mean square, so that a zero vector stays finite.
+
+    Examples:
+        >>> norm = RMSNorm(2)
+        >>> norm(torch.tensor([3.0, 4.0]))  # root mean square 3.5355
+        tensor([0.8485, 1.1314], grad_fn=<MulBackward0>)
+
+    中文:
+        对最后一维做均方根归一化，每一维各有一个权重。
+
+        ``x / sqrt(mean(x²) + eps) * weight``；Qwen3 对查询和键的每个头各做一次
+        （``MHA(qk_norm=True)``）。统计量在 float32 里算，乘权重之前把结果转回输入的 dtype，与 Qwen3
+        的参考实现相同，无论输入是什么 dtype（float64 也一样），所以转换来的模型算出同样的数。
+
+        参数:
+            size: 最后一维的大小（在 ``MHA`` 里是 ``head_size``）。
+            eps: 加到均方上的小数，让全零向量也不会除以零。
+    """
+
+    def __init__(self, size: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        _check_length("size", size, positive=True)
+        _check_number("eps", eps, positive=True)
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = float(eps)
+
+    def extra_repr(self) -> str:
+        """What ``print`` shows between the parentheses.
+
+        Returns:
+            The size and ``eps``, as ``RMSNorm(5, eps=1e-06)`` prints them.
+
+        中文:
+            ``print`` 在括号里显示的内容。
+
+            返回:
+                尺寸和 ``eps``，打印出来就是 ``RMSNorm(5, eps=1e-06)``。
+        """
+        return f"{self.weight.size(0)}, eps={self.eps}"
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``x`` normalised over its last dimension, then scaled by the weight.
+
+        Args:
+            x: ``[..., size]``.
+
+        Returns:
+            ``[..., size]``, in ``x``'s dtype (or the weight's, if wider).
+
+        中文:
+            ``x`` 在最后一维上归一化，再乘权重。
+
+            参数:
+                x: 形状为 ``[..., size]`` 的张量。
+
+            返回:
+                ``[..., size]``，dtype 与 ``x`` 相同（权重的 dtype 更宽时取权重的）。
+        """
+        wide = x.float()
+        wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * wide.to(x.dtype)
