@@ -19,9 +19,11 @@
   heads split across ranks (tensor parallelism) and the sequence (ring attention).
 - [`mha.decoder`][mha.decoder] -- a decoder-only language model on the full version, and batched
   generation and beam search with its cache.
+- [`mha.masks`][mha.masks], [`mha.cache`][mha.cache], [`mha.norm`][mha.norm] -- the masks, the
+  KV cache and RMSNorm that the full version and MLA share (``mha.full`` re-exports them).
 - [`mha.checks`][mha.checks] -- the argument checks they share.
 
-``import mha`` imports these ten; ``mha.trace`` and ``mha.bench`` are imported by name:
+``import mha`` imports these thirteen; ``mha.trace`` and ``mha.bench`` are imported by name:
 
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
@@ -30,15 +32,32 @@
 """
 
 # ``import mha`` then ``mha.full``: the public modules are attributes of the package.
-from mha import annotated, checks, decoder, full, interop, mla, parallel, pure, rope, tiled
+from mha import (
+    annotated,
+    cache,
+    checks,
+    decoder,
+    full,
+    interop,
+    masks,
+    mla,
+    norm,
+    parallel,
+    pure,
+    rope,
+    tiled,
+)
 
 __all__ = [
     "annotated",
+    "cache",
     "checks",
     "decoder",
     "full",
     "interop",
+    "masks",
     "mla",
+    "norm",
     "parallel",
     "pure",
     "rope",

@@ -107,6 +107,71 @@ def _check_integer_tensor(name: str, value: object, shape: str | None = None) ->
 _AUTOCAST_CASTS = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def _check_vector(name: str, value: object, shape: str) -> None:
+    """``value`` is a 1-D integer tensor (a boolean one is not)."""
+    _check_integer_tensor(name, value, shape)
+    if value.dim() != 1:
+        raise ValueError(f"{name} must be 1-D {shape}, got shape {list(value.shape)}")
+
+
+def _check_range(name: str, value: Tensor, most: int, said: str) -> None:
+    """``value``'s entries lie in ``0 .. most``. Checked on the CPU only and outside
+    ``torch.compile``: elsewhere reading the values would wait for the device (or break the
+    graph), and the meta device holds none."""
+    if value.device.type != "cpu" or torch.compiler.is_compiling() or not value.numel():
+        return
+    if value.min() < 0 or value.max() > most:
+        raise ValueError(f"{name} must lie in 0 .. {said} ({most}), got {value.tolist()}")
+
+
+def _check_positions(positions: object, x: Tensor) -> None:
+    """``positions`` checked against ``x``: ``[q_len]``, ``[batch_size, q_len]``, or ``[1, q_len]``
+    (transformers' default ``position_ids``, the same for every row: it broadcasts)."""
+    _check_integer_tensor("positions", positions)
+    if positions.shape not in ((x.size(1),), (x.size(0), x.size(1)), (1, x.size(1))):
+        raise ValueError(
+            f"positions must be [q_len] = [{x.size(1)}] or [batch_size, q_len] = "
+            f"[{x.size(0)}, {x.size(1)}] (or [1, q_len], the same for every row), got "
+            f"{list(positions.shape)}"
+        )
+    if positions.device != x.device:
+        raise ValueError(
+            f"positions must be on the input's device {x.device}, got {positions.device}"
+        )
+
+
+def _check_mask(
+    mask: object, target: tuple[int, int, int, int], device: torch.device, held: int | None = None
+) -> None:
+    """``mask`` broadcasts to ``target``, ``[batch_size, heads_num, q_len, k_len]``, or (given
+    ``held``, the keys a sliding window's cache holds and this call's) to ``[..., held]``."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"attn_mask must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(
+            "attn_mask must be boolean (True = may attend) or floating point (added to the "
+            f"scores), got dtype {mask.dtype}"
+        )
+    if mask.device != device:
+        raise ValueError(
+            f"attn_mask.device must match the input's device ({device}), got {mask.device}"
+        )
+    targets = [target] if held in (None, target[-1]) else [target, (*target[:-1], held)]
+    for allowed in targets:
+        try:
+            if tuple(torch.broadcast_shapes(mask.shape, allowed)) == allowed:
+                return
+        except RuntimeError:
+            pass
+    said = f"[batch_size, heads_num, q_len, k_len] = {list(target)}"
+    if len(targets) > 1:
+        said += (
+            f" (k_len: every position the cache has seen and this call's), or {list(targets[1])}"
+            " (the keys the sliding window's cache holds and this call's)"
+        )
+    raise ValueError(f"attn_mask of shape {list(mask.shape)} must broadcast to {said}")
+
+
 def _autocast_enabled(device_type: str) -> bool:
     try:
         return torch.is_autocast_enabled(device_type)

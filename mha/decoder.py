@@ -1,11 +1,11 @@
 """A decoder-only language model on [`mha.full.MHA`][mha.full.MHA], and generation with its cache.
 
 The model of the site's chapter *Use it in a model*: pre-norm blocks (``x + attn(norm(x))``, then
-``x + mlp(norm(x))``), learned absolute positions, a [`ModelCache`][mha.full.ModelCache] for
+``x + mlp(norm(x))``), learned absolute positions, a [`ModelCache`][mha.cache.ModelCache] for
 generation. [`generate`][mha.decoder.generate] runs a batch of prompts of different lengths,
 padded on the left or the right, and gives each the tokens it would get alone;
 [`beam_search`][mha.decoder.beam_search] keeps the best ``beams`` continuations with
-[`ModelCache.reorder`][mha.full.ModelCache.reorder].
+[`ModelCache.reorder`][mha.cache.ModelCache.reorder].
 
 Shapes: ``batch_size`` sequences of ``seq_len`` tokens (``q_len`` new ones in a call with a cache,
 ``k_len`` held in all), ``vocab_size`` token ids, ``hidden_size`` wide.
@@ -27,14 +27,16 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_flag, _check_integer_tensor, _check_length, _check_number
-from mha.full import (
-    MHA,
-    KVCache,
-    ModelCache,
+from mha.cache import KVCache, ModelCache
+from mha.checks import (
+    _check_flag,
+    _check_integer_tensor,
+    _check_length,
+    _check_number,
     _check_range,
-    padding_mask,
 )
+from mha.full import MHA
+from mha.masks import padding_mask
 
 __all__ = ["Block", "Decoder", "beam_search", "generate", "positions_of"]
 
@@ -204,7 +206,7 @@ class Decoder(nn.Module):
                 same for every row. A padded batch passes
                 [`positions_of`][mha.decoder.positions_of] its key mask.
             attn_mask: the keys each row may attend, ``[batch_size, 1, 1, k_len]`` (a
-                [`padding_mask`][mha.full.padding_mask]), with ``k_len`` = ``len(cache)`` +
+                [`padding_mask`][mha.masks.padding_mask]), with ``k_len`` = ``len(cache)`` +
                 ``q_len``; on top of the causal mask.
             cache: one cache per block, extended by this call.
 
@@ -213,7 +215,7 @@ class Decoder(nn.Module):
 
         Raises:
             TypeError: ``ids`` or ``positions`` is not an integer tensor, or ``cache`` is not a
-                [`ModelCache`][mha.full.ModelCache].
+                [`ModelCache`][mha.cache.ModelCache].
             ValueError: ``ids`` is not 2-D or holds an id outside ``0 .. vocab_size - 1``;
                 ``positions`` has another shape than ``ids`` or one outside ``0 .. max_len - 1``;
                 without ``positions``, ``len(cache)`` + ``q_len`` is more than ``max_len``; or
@@ -228,7 +230,7 @@ class Decoder(nn.Module):
                     的位置；``None`` 时从 ``len(cache)`` 起（没有缓存时从 0 起），每行相同。填充过的
                     批把键掩码交给 [`positions_of`][mha.decoder.positions_of] 算出位置。
                 attn_mask: 每一行可以关注的键，``[batch_size, 1, 1, k_len]``（一个
-                    [`padding_mask`][mha.full.padding_mask]），``k_len`` = ``len(cache)`` +
+                    [`padding_mask`][mha.masks.padding_mask]），``k_len`` = ``len(cache)`` +
                     ``q_len``；与因果掩码同时生效。
                 cache: 每个块一个缓存，这次调用会把它们延长。
 
@@ -237,7 +239,7 @@ class Decoder(nn.Module):
 
             引发:
                 TypeError: ``ids`` 或 ``positions`` 不是整数张量，或者 ``cache`` 不是
-                    [`ModelCache`][mha.full.ModelCache]。
+                    [`ModelCache`][mha.cache.ModelCache]。
                 ValueError: ``ids`` 不是二维的，或者有超出 ``0 .. vocab_size - 1`` 的 id；
                     ``positions`` 的形状与 ``ids`` 不同，或者有超出 ``0 .. max_len - 1`` 的位置；
                     没有给 ``positions`` 时 ``len(cache)`` + ``q_len`` 超过 ``max_len``；或者
@@ -309,7 +311,7 @@ def generate(
     absent: no limit), ``len(model.blocks)`` (one cache per block), its parameters (their device
     is where the tokens go), and the call ``model(ids, positions=..., attn_mask=..., cache=...)``
     with ``ids`` and ``positions`` ``[batch_size, q_len]``, ``attn_mask`` a key mask
-    ``[batch_size, 1, 1, k_len]`` and ``cache`` a [`ModelCache`][mha.full.ModelCache] it extends,
+    ``[batch_size, 1, 1, k_len]`` and ``cache`` a [`ModelCache`][mha.cache.ModelCache] it extends,
     returning the logits ``[batch_size, q_len, vocab_size]``.
 
     Args:
@@ -360,7 +362,7 @@ def generate(
         ``model(ids, positions=..., attn_mask=..., cache=...)``，其中 ``ids`` 和
         ``positions`` 为 ``[batch_size, q_len]``，``attn_mask`` 是键掩码
         ``[batch_size, 1, 1, k_len]``，``cache`` 是一个由它延长的
-        [`ModelCache`][mha.full.ModelCache]，返回形状为 ``[batch_size, q_len, vocab_size]``
+        [`ModelCache`][mha.cache.ModelCache]，返回形状为 ``[batch_size, q_len, vocab_size]``
         的 logits。
 
         参数:

@@ -12,6 +12,11 @@ position, except under a sliding window, whose cache holds only the latest); ``k
 and values (``heads_num`` unless grouped-query attention). ``tests/test_shape_comments.py`` runs
 ``forward`` in several configurations and checks every one of them.
 
+This file holds ``MHA`` and its ``Options``; the masks, the caches and the norm it uses have
+files of their own (``mha/masks.py``, ``mha/cache.py``, ``mha/norm.py``), and the argument checks
+``mha/checks.py``. Their public names are re-exported here: ``from mha.full import KVCache``
+imports the same class as ``from mha.cache import KVCache``.
+
 Examples:
     >>> import torch
     >>> from mha.full import MHA, KVCache, causal_mask
@@ -32,9 +37,7 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
 import math
-import weakref
 from dataclasses import dataclass, fields, replace
 
 import torch
@@ -42,17 +45,27 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from mha.cache import KVCache, ModelCache
 from mha.checks import (
     _check_flag,
-    _check_integer_tensor,
     _check_length,
+    _check_mask,
     _check_number,
+    _check_positions,
     check_input,
     check_sizes,
 )
+from mha.masks import and_causal, causal_mask, float_mask_as, padding_mask
+from mha.norm import RMSNorm
 from mha.rope import RotaryEmbedding
 
 __all__ = ["MHA", "KVCache", "ModelCache", "Options", "RMSNorm", "causal_mask", "padding_mask"]
+
+# A cache saved when its classes lived in this file names them mha.full.KVCache and
+# mha.full.ModelCache: torch.load(weights_only=True) still accepts those names.
+torch.serialization.add_safe_globals(
+    [(KVCache, "mha.full.KVCache"), (ModelCache, "mha.full.ModelCache")]
+)
 
 
 PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")
@@ -72,757 +85,6 @@ def _biased(bias: object) -> set[str]:
         raise ValueError(f"bias names projections among {list(PROJECTIONS)}, got {unknown}")
     return set(bias)
 
-
-def _check_vector(name: str, value: object, shape: str) -> None:
-    """``value`` is a 1-D integer tensor (a boolean one is not)."""
-    _check_integer_tensor(name, value, shape)
-    if value.dim() != 1:
-        raise ValueError(f"{name} must be 1-D {shape}, got shape {list(value.shape)}")
-
-
-def _check_range(name: str, value: Tensor, most: int, said: str) -> None:
-    """``value``'s entries lie in ``0 .. most``. Checked on the CPU only and outside
-    ``torch.compile``: elsewhere reading the values would wait for the device (or break the
-    graph), and the meta device holds none."""
-    if value.device.type != "cpu" or torch.compiler.is_compiling() or not value.numel():
-        return
-    if value.min() < 0 or value.max() > most:
-        raise ValueError(f"{name} must lie in 0 .. {said} ({most}), got {value.tolist()}")
-
-
-# --8<-- [start:masks]
-def causal_mask(
-    q_len: int, k_len: int, device: torch.device | str | None = None, *, window: int | None = None
-) -> Tensor:
-    """The causal mask, aligned to the lower right: ``True`` where a query may attend.
-
-    The last query is the newest position and sees every key; query ``i`` sees keys
-    ``0 .. i + (k_len - q_len)``. With ``q_len == k_len`` this is the usual lower triangle; with a
-    cache (``k_len > q_len``) the new queries see every cached key. With ``window`` (sliding-window
-    attention), query ``i`` sees only the ``window`` latest of those keys, itself included.
-
-    Args:
-        q_len: number of queries.
-        k_len: number of keys.
-        device: where to build the mask (the input's device).
-        window: ``None`` (the default), or how many positions a query sees at most.
-
-    Returns:
-        A boolean tensor of shape ``[q_len, k_len]``.
-
-    Raises:
-        TypeError: ``q_len``, ``k_len`` or ``window`` is not an ``int``.
-        ValueError: ``q_len`` or ``k_len`` is negative, or ``window`` not positive.
-
-    Examples:
-        >>> causal_mask(3, 3)
-        tensor([[ True, False, False],
-                [ True,  True, False],
-                [ True,  True,  True]])
-        >>> causal_mask(3, 3, window=2)
-        tensor([[ True, False, False],
-                [ True,  True, False],
-                [False,  True,  True]])
-
-    中文:
-        因果掩码，右下对齐：``True`` 表示可以关注。
-
-        最后一个查询是最新的位置，能看到所有键；查询 ``i`` 能看到键 ``0 .. i + (k_len - q_len)``。
-        ``q_len == k_len`` 时就是常见的下三角；有缓存时（``k_len > q_len``），新的查询能看到缓存里的
-        所有键。给了 ``window``（滑动窗口注意力）时，查询 ``i`` 只能看到这些键里最近的 ``window``
-        个，包括它自己。
-
-        参数:
-            q_len: 查询的个数。
-            k_len: 键的个数。
-            device: 在哪个设备上创建掩码（应与输入相同）。
-            window: 默认 ``None``，或者一个查询最多能看到的位置数。
-
-        返回:
-            形状为 ``[q_len, k_len]`` 的布尔张量。
-
-        引发:
-            TypeError: ``q_len``、``k_len`` 或 ``window`` 不是 ``int``。
-            ValueError: ``q_len`` 或 ``k_len`` 是负数，或者 ``window`` 不是正数。
-    """
-    _check_length("q_len", q_len)
-    _check_length("k_len", k_len)
-    ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
-    mask = ones.tril(diagonal=k_len - q_len)
-    if window is None:
-        return mask
-    _check_length("window", window, positive=True)
-    # 查询 i 之前第 window 个位置以前的键也屏蔽掉：上三角从对角线往左 window - 1 处开始
-    # Keys more than window - 1 positions before query i are masked too: an upper triangle that
-    # starts window - 1 diagonals left of the main one
-    return mask & ones.triu(diagonal=k_len - q_len - window + 1)
-
-
-def padding_mask(lengths: Tensor, k_len: int, *, left: bool = False) -> Tensor:
-    """The padding mask of a batch: ``True`` where a key is a real position, not padding.
-
-    Right padding (the default) puts a sequence's positions first and the padding after them, as
-    training batches do; left padding (``left=True``) puts the padding first, as a batch of
-    prompts for generation does, so that every row's newest position is the last column. The
-    values of ``lengths`` are checked when it is on the CPU; on an accelerator, and inside
-    ``torch.compile``, they are not (reading them would wait for the device, or break the graph).
-
-    Args:
-        lengths: the real length of each sequence, an integer tensor of shape ``[batch_size]``
-            with values in ``0 .. k_len``; the mask is built on its device.
-        k_len: the padded length (the number of keys).
-        left: ``True`` when the padding comes before the positions.
-
-    Returns:
-        A boolean tensor ``[batch_size, 1, 1, k_len]`` (it broadcasts over heads and queries).
-
-    Raises:
-        TypeError: ``lengths`` is not an integer tensor (a boolean one included), ``k_len``
-            is not an ``int`` or ``left`` not a ``bool``.
-        ValueError: ``lengths`` is not 1-D, a length is outside ``0 .. k_len`` (on the CPU), or
-            ``k_len`` is negative.
-
-    Examples:
-        >>> padding_mask(torch.tensor([3, 1]), 4)[:, 0, 0]
-        tensor([[ True,  True,  True, False],
-                [ True, False, False, False]])
-        >>> padding_mask(torch.tensor([3, 1]), 4, left=True)[:, 0, 0]
-        tensor([[False,  True,  True,  True],
-                [False, False, False,  True]])
-
-    中文:
-        一批序列的填充掩码：``True`` 表示这个键是真实的位置，不是填充。
-
-        右填充（默认）把序列的位置放在前面、填充放在后面，训练用的批就是这样；左填充
-        （``left=True``）把填充放在前面，生成时的一批提示就是这样，每一行最新的位置都在最后一列。
-        ``lengths`` 在 CPU 上时检查它的取值；在加速器上、在 ``torch.compile`` 里不检查（读取取值要
-        等设备算完，或者会打断计算图）。
-
-        参数:
-            lengths: 每条序列的真实长度，形状为 ``[batch_size]`` 的整数张量，取值在
-                ``0 .. k_len`` 之间；掩码建在它所在的设备上。
-            k_len: 填充后的长度（键的个数）。
-            left: 填充在位置之前时为 ``True``。
-
-        返回:
-            形状为 ``[batch_size, 1, 1, k_len]`` 的布尔张量，可以在头和查询两个维度上广播。
-
-        引发:
-            TypeError: ``lengths`` 不是整数张量（布尔张量也不行），``k_len`` 不是 ``int``，或者
-                ``left`` 不是 ``bool``。
-            ValueError: ``lengths`` 不是一维的，（在 CPU 上）某个长度不在 ``0 .. k_len`` 之间，或者
-                ``k_len`` 是负数。
-    """
-    _check_length("k_len", k_len)
-    _check_flag("left", left)
-    _check_vector("lengths", lengths, "[batch_size]")
-    _check_range("lengths", lengths, k_len, "k_len")
-    positions = torch.arange(k_len, device=lengths.device)  # [k_len]
-    if left:
-        return (positions >= k_len - lengths[:, None])[:, None, None, :]
-    return (positions < lengths[:, None])[:, None, None, :]
-
-
-# --8<-- [end:masks]
-
-
-# --8<-- [start:cache]
-class KVCache:
-    """The keys and values of earlier steps, for generation one position at a time.
-
-    Empty when created. Each call of [`MHA.forward`][mha.full.MHA.forward] with ``cache=``
-    appends its new keys and values along the length dimension and attends over all of them
-    (if that attention fails, the cache is left as it was). When nothing that autograd records
-    can see the cache (no gradients, as under ``torch.inference_mode()`` or ``torch.no_grad()``
-    in generation; or none of the queries, keys and values requires grad), the keys and values
-    are written into buffers that double in length when full (or, with ``max_len``, one buffer
-    of that length allocated once), so a step copies its own keys and values and, amortised, a
-    constant amount more. Otherwise ``torch.cat`` makes new tensors at each call, so that no
-    tensor the backward pass needs is changed.
-
-    A cache belongs to the first module that fills it: one attention layer, one cache (a
-    [`ModelCache`][mha.full.ModelCache] holds one per layer). With ``context=`` (cross-attention)
-    the first call fills it with the context's keys and values and later calls read them.
-
-    ``torch.save`` stores the keys, values and length (not the module it belongs to), and
-    ``torch.load`` reads it back with its default ``weights_only=True``: importing ``mha.full``
-    adds ``KVCache`` and ``ModelCache`` to PyTorch's safe globals.
-
-    Args:
-        max_len: ``None`` (the default): buffers that grow as needed. An ``int``: the most
-            positions the cache will hold, allocated at the first append, so its tensors never
-            change shape (a compiled decoding step is not recompiled as the cache grows); an
-            append beyond it is an error. Under a sliding window it bounds what the cache keeps
-            between calls (``window - 1 + rollback``), not the length of one call's input.
-        rollback: under a sliding window (``MHA(window=...)``), how many positions the cache
-            keeps beyond the ``window - 1`` the next call needs, so that ``crop`` can take back
-            that many (speculative decoding rejects a draft's last tokens); 0 by default.
-
-    Attributes:
-        keys: ``[batch_size, kv_heads, len, head_size]`` (``len`` is ``len(cache)``), a view of
-            the first ``len`` positions of the buffer; ``None`` before the first append.
-        values: ``[batch_size, kv_heads, len, head_size]``; ``None`` before the first append.
-        max_len: as given.
-        rollback: as given.
-
-    Raises:
-        TypeError: ``max_len`` is not an ``int`` or ``None``, or ``rollback`` not an ``int``.
-        ValueError: ``max_len`` is not positive, or ``rollback`` is negative.
-
-    Examples:
-        >>> cache = KVCache()
-        >>> len(cache), cache.keys
-        (0, None)
-        >>> cache.append(torch.zeros(1, 2, 5, 3), torch.zeros(1, 2, 5, 3))
-        >>> cache.crop(4)  # keep positions 0-3, say to generate position 4 again
-        >>> cache
-        KVCache(len=4, capacity=5, batch_size=1, kv_heads=2, head_size=3, dtype=torch.float32, device=cpu)
-        >>> cache.reorder(torch.tensor([0, 0, 0]))  # three beams from one prompt
-        >>> cache.keys.shape
-        torch.Size([3, 2, 4, 3])
-
-    中文:
-        之前各步的键和值，用于逐个位置生成。
-
-        创建时为空。每次以 ``cache=`` 调用 [`MHA.forward`][mha.full.MHA.forward]，都会把新算出的键和
-        值沿长度这一维追加进来，再对全部键和值做注意力（注意力失败时缓存保持原样）。自动求导记录不到
-        缓存时（不记录梯度，比如生成时的 ``torch.inference_mode()`` 或 ``torch.no_grad()``；或者查询、
-        键、值都不要求梯度），键和值写进缓冲区，缓冲区满了就把长度翻倍（给了 ``max_len`` 时，只在第一次
-        分配一个这么长的缓冲区），所以每一步复制自己的键和值，均摊下来再多复制常数个位置。否则每次用
-        ``torch.cat`` 拼接成新张量，以免改动反向传播要用的张量。
-
-        缓存属于第一个往里写的模块：一个注意力层，一个缓存（[`ModelCache`][mha.full.ModelCache]
-        为每一层各备一个）。传入 ``context=``（交叉注意力）时，第一次调用用上下文的键和值填满缓存，
-        之后的调用直接读取。
-
-        ``torch.save`` 保存键、值和长度（不保存缓存属于哪个模块），``torch.load`` 用默认的
-        ``weights_only=True`` 就能读回：导入 ``mha.full`` 时，``KVCache`` 和 ``ModelCache`` 已加入
-        PyTorch 的安全全局对象列表。
-
-        参数:
-            max_len: ``None``（默认）：缓冲区按需增长。一个 ``int``：缓存最多存放的位置数，第一次
-                追加时一次分配，之后张量的形状不再变化（编译过的解码步骤不会因缓存变长而重新编译）；
-                超出它的追加会报错。有滑动窗口时，它限制的是两次调用之间缓存留下的位置数
-                （``window - 1 + rollback``），而不是一次调用的输入长度。
-            rollback: 有滑动窗口（``MHA(window=...)``）时，除了下一次调用要用的 ``window - 1`` 个
-                位置，缓存再多留多少个，好让 ``crop`` 能退回这么多个位置（投机解码会丢掉草稿最后
-                几个位置）；默认为 0。
-
-        属性:
-            keys: ``[batch_size, kv_heads, len, head_size]``（``len`` 即 ``len(cache)``），缓冲区前
-                ``len`` 个位置的视图；第一次追加之前是 ``None``。
-            values: ``[batch_size, kv_heads, len, head_size]``；第一次追加之前是 ``None``。
-            max_len: 创建时给的值。
-            rollback: 创建时给的值。
-
-        引发:
-            TypeError: ``max_len`` 既不是 ``int`` 也不是 ``None``，或者 ``rollback`` 不是 ``int``。
-            ValueError: ``max_len`` 不是正数，或者 ``rollback`` 是负数。
-    """
-
-    rollback = 0  # the default, for a cache saved before there was one
-
-    def __init__(self, max_len: int | None = None, *, rollback: int = 0) -> None:
-        if max_len is not None:
-            _check_length("max_len", max_len, positive=True)
-        _check_length("rollback", rollback)
-        self.max_len = max_len
-        self.rollback = rollback
-        self._keys: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
-        self._values: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
-        self._len = 0  # positions appended, held or not
-        # A sliding window (MHA(window=...)) drops the oldest positions: the buffer holds
-        # positions _dropped .. _len - 1, from index _offset on; _kept is what the window keeps.
-        self._dropped = self._offset = 0
-        self._kept: int | None = None
-        self._owner: weakref.ref | None = None  # the module that fills it (set by MHA.forward)
-        self._source: str | None = None  # what MHA.forward filled it from: "x" or "context"
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __repr__(self) -> str:
-        head = f"len={self._len}" + ("" if self.max_len is None else f", max_len={self.max_len}")
-        head += f", rollback={self.rollback}" if self.rollback else ""
-        if self._kept is not None:
-            head += f", held={self._len - self._dropped} (window keeps {self._kept})"
-        if self._keys is None:
-            return f"KVCache({head})"
-        b, h, capacity, d = self._keys.shape
-        return (
-            f"KVCache({head}, capacity={capacity}, batch_size={b}, kv_heads={h}, head_size={d}, "
-            f"dtype={self._keys.dtype}, device={self._keys.device})"
-        )
-
-    def __getstate__(self) -> dict:
-        # The module it belongs to is not saved (a weak reference cannot be): the loaded cache
-        # belongs to the first module that uses it. Only the positions held are saved, not the
-        # buffer's free room (a max_len cache allocates it again at its next append).
-        state = {**self.__dict__, "_owner": None, "_offset": 0}
-        if self._keys is not None:
-            state["_keys"], state["_values"] = self.keys.clone(), self.values.clone()
-        return state
-
-    @property
-    def keys(self) -> Tensor | None:
-        held = slice(self._offset, self._offset + self._len - self._dropped)
-        return None if self._keys is None else self._keys[:, :, held]
-
-    @property
-    def values(self) -> Tensor | None:
-        held = slice(self._offset, self._offset + self._len - self._dropped)
-        return None if self._values is None else self._values[:, :, held]
-
-    def append(self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None) -> None:
-        """Append new keys and values, each ``[batch_size, kv_heads, new_len, head_size]``.
-
-        Args:
-            keys: the new keys.
-            values: the new values, same shape, dtype and device as ``keys``.
-            queries: the queries that will attend over the cache, if any. When gradients are
-                recorded and they require grad, the attention saves the cached keys for the
-                backward pass, so they are copied (``torch.cat``), not written in place.
-
-        Raises:
-            ValueError: ``values`` has another shape or device than ``keys``; the batch size,
-                ``kv_heads``, ``head_size`` or device differ from the cached ones; or the cache
-                would hold more than ``max_len`` positions.
-            TypeError: ``values`` has another dtype than ``keys``, or the dtype differs from the
-                cached one.
-
-        中文:
-            追加新的键和值，形状都是 ``[batch_size, kv_heads, new_len, head_size]``。
-
-            参数:
-                keys: 新的键。
-                values: 新的值，形状、dtype 和设备都与 ``keys`` 相同。
-                queries: 之后要对缓存做注意力的查询（如果有）。记录梯度且它们要求梯度时，注意力会
-                    为反向传播保存缓存里的键，所以这时复制（``torch.cat``），不原地写入。
-
-            引发:
-                ValueError: ``values`` 的形状或设备与 ``keys`` 不同；批大小、``kv_heads``、
-                    ``head_size``、设备与缓存里的不同；或者追加之后缓存会超过 ``max_len`` 个位置。
-                TypeError: ``values`` 的 dtype 与 ``keys`` 不同，或者 dtype 与缓存里的不同。
-        """
-        self._check(keys, values)
-        held = self._len - self._dropped
-        if self.max_len is not None and held + keys.size(2) > self.max_len:
-            raise ValueError(
-                f"cache holds at most max_len ({self.max_len}) positions; it holds {held} and "
-                f"this call adds {keys.size(2)}: crop or reset it, or create it with a larger max_len"
-            )
-        if self._offset and self._offset + held + keys.size(2) > self._keys.size(2):
-            # 滑动窗口丢掉了缓冲区开头的位置：把留下的移到开头，腾出后面的空间
-            # A sliding window dropped the buffer's first positions: move those held to the
-            # front, freeing the end
-            with _ordinary_tensors():
-                self._keys = self._keys[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
-                self._values = self._values[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
-            self._offset = 0
-        new_len = keys.size(2)
-        start, end = self._offset + held, self._offset + held + new_len
-        if self._recorded(keys, values, queries):
-            # 自动求导看得到缓存：原地写入会改掉反向传播要用的张量，改为拼接成新张量
-            # Autograd can see the cache: writing in place would change tensors saved for the
-            # backward pass, so concatenate into new tensors instead
-            if held > 0:
-                keys = torch.cat([self.keys, keys], dim=2)  # [batch_size, kv_heads, held + new_len, head_size]
-                values = torch.cat([self.values, values], dim=2)  # [batch_size, kv_heads, held + new_len, head_size]
-            self._keys, self._values = keys, values
-            self._offset = 0
-        else:
-            if self._keys is None or end > self._keys.size(2) or self._frozen():
-                # 缓冲区放不下（或是推理模式之外改不了的推理张量）：换一个两倍长的（或 max_len 长的），
-                # 把已有的键和值复制过去
-                # The buffer is full (or an inference tensor, which cannot change outside
-                # inference mode): take one twice as long (or max_len long) and copy what it held
-                capacity = max(end, 2 * start) if self.max_len is None else self.max_len
-                with _ordinary_tensors():
-                    self._keys = _grown(self._keys, keys, start, capacity)
-                    self._values = _grown(self._values, values, start, capacity)
-            # 只写入新的位置：之前取出的 keys、values 视图不受影响
-            # Write the new positions only: views of keys and values taken earlier stay unchanged
-            self._keys[:, :, start:end] = keys
-            self._values[:, :, start:end] = values
-        self._len += new_len
-
-    def _keep_last(self, n: int) -> None:
-        """Called by a sliding-window ``MHA.forward`` after each call: hold only the ``n`` latest
-        positions, and ``rollback`` more (``len(cache)`` still counts them all, for the positions
-        of the next call)."""
-        self._kept = n
-        drop = max(self._len - self._dropped - n - self.rollback, 0)
-        self._dropped += drop
-        self._offset += drop
-
-    def _over_max_len(self, new: int) -> bool:
-        """Whether appending ``new`` positions would hold more than ``max_len``."""
-        return self.max_len is not None and self._len - self._dropped + new > self.max_len
-
-    def _append_windowed(self, keys: Tensor, values: Tensor, keep: int) -> None:
-        """Append keys and values of which only the ``keep`` latest positions (of those held and
-        these) will be held after the call, writing only those: a sliding window's call may
-        bring more positions than ``max_len`` (a long prompt), as long as what it keeps fits.
-        The caller attends over what the cache held before and ``keys``, not ``self.keys``."""
-        self._check(keys, values)
-        keep += self.rollback
-        if self.max_len is not None and keep > self.max_len:
-            raise ValueError(
-                f"cache holds at most max_len ({self.max_len}) positions, and the window needs "
-                f"window - 1 + rollback = {keep} held between calls: create it with max_len of "
-                f"at least {keep}"
-            )
-        new = keys.size(2)
-        stored = min(new, keep)
-        held = self._len - self._dropped
-        drop = max(held - (keep - stored), 0)  # the held positions this call pushes out
-        self._dropped += drop
-        self._offset += drop
-        skipped = new - stored  # new positions older than the kept ones: never written
-        if skipped:  # then nothing held before stays (stored == keep), so no position moves
-            self._len += skipped
-            self._dropped += skipped
-        self.append(keys[:, :, skipped:], values[:, :, skipped:])
-
-    def crop(self, n: int) -> None:
-        """Keep the first ``n`` positions and forget the rest: the next append writes position ``n``.
-
-        Args:
-            n: how many positions to keep, ``0 .. len(cache)``.
-
-        Raises:
-            TypeError: ``n`` is not an ``int``.
-            ValueError: ``n`` is negative or more than ``len(cache)``.
-
-        中文:
-            只保留前 ``n`` 个位置，丢掉其余的：下一次追加从位置 ``n`` 写起。
-
-            参数:
-                n: 保留的位置数，取值在 ``0 .. len(cache)`` 之间。
-
-            引发:
-                TypeError: ``n`` 不是 ``int``。
-                ValueError: ``n`` 是负数，或者大于 ``len(cache)``。
-        """
-        _check_length("n", n)
-        if n > self._len:
-            raise ValueError(f"n must be at most len(cache) ({self._len}), got {n}")
-        if self._dropped and n - self._dropped < self._kept:
-            raise ValueError(
-                f"this cache holds only positions {self._dropped} .. {self._len - 1} (a sliding "
-                f"window keeps the {self._kept} latest), and attending from position {n} needs "
-                f"the {self._kept} before it: n must be at least {self._dropped + self._kept}, "
-                "or reset() it"
-            )
-        self._len = n
-
-    def reorder(self, index: Tensor) -> None:
-        """Select along the batch: row ``i`` of the cache becomes row ``index[i]`` of what it held.
-
-        Beam search keeps, after each step, the beams that scored best: ``index`` holds, for each
-        new beam, the old beam it continues. It may repeat rows and change the batch size
-        (``torch.zeros(k, dtype=torch.long)`` makes ``k`` beams of a one-prompt cache).
-
-        Args:
-            index: an integer tensor ``[new_batch_size]``, on the cache's device, each value in
-                ``0 .. batch_size - 1`` (checked when ``index`` is on the CPU; on an accelerator
-                that check would wait for the device).
-
-        Raises:
-            TypeError: ``index`` is not an integer tensor.
-            ValueError: ``index`` is not 1-D, is on another device, or (on the CPU) holds a row
-                outside ``0 .. batch_size - 1``.
-
-        中文:
-            沿批这一维重新挑选：缓存的第 ``i`` 行变成原来的第 ``index[i]`` 行。
-
-            束搜索每一步之后留下得分最高的几束：``index`` 给出每一束新束接续的是哪一束旧束。
-            可以重复某一行，也可以改变批大小（``torch.zeros(k, dtype=torch.long)`` 把只有一个提示的
-            缓存变成 ``k`` 束）。
-
-            参数:
-                index: 形状为 ``[new_batch_size]`` 的整数张量，与缓存在同一设备上，每个值在
-                    ``0 .. batch_size - 1`` 之间（``index`` 在 CPU 上时才检查；在加速器上检查要等设备
-                    算完）。
-
-            引发:
-                TypeError: ``index`` 不是整数张量。
-                ValueError: ``index`` 不是一维的，与缓存不在同一设备上，或者（在 CPU 上）有一行
-                    超出 ``0 .. batch_size - 1``。
-        """
-        _check_vector("index", index, "[new_batch_size]")
-        if self._keys is None:
-            return
-        if index.device != self._keys.device:
-            raise ValueError(
-                f"index must be on the cache's device {self._keys.device}, got {index.device}"
-            )
-        _check_range("index", index, self._keys.size(0) - 1, "batch_size - 1")
-        # 整个缓冲区按行挑选（out-of-place：之前取出的视图、反向传播要用的张量都不变）
-        # The whole buffer, row by row (out of place: views taken earlier, and tensors the backward
-        # pass saved, stay unchanged)
-        with _ordinary_tensors():
-            self._keys = self._keys.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
-            self._values = self._values.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
-
-    def reset(self) -> None:
-        """Empty the cache, as new (``max_len`` kept): the next call may bring another batch size,
-        another model, or self-attention after cross-attention.
-
-        中文:
-            清空缓存，和新建的一样（保留 ``max_len``）：下一次调用可以换批大小、换模型，也可以从交叉
-            注意力换成自注意力。
-        """
-        self._keys = self._values = None
-        self._len = self._dropped = self._offset = 0
-        self._kept = None
-        self._owner = self._source = None
-
-    def to(self, *args: object, **kwargs: object) -> KVCache:
-        """Move (or cast) the held keys and values, in place.
-
-        Args:
-            *args: what ``Tensor.to`` takes: a device, a dtype, or both.
-            **kwargs: ``Tensor.to``'s keywords (``device=``, ``dtype=``, ``non_blocking=``).
-
-        Returns:
-            The cache itself, as ``nn.Module.to`` returns the module.
-
-        中文:
-            移动（或转换）缓存里的键和值，原地修改。
-
-            参数:
-                *args: ``Tensor.to`` 接受的参数：设备、dtype，或者两者。
-                **kwargs: ``Tensor.to`` 的关键字参数（``device=``、``dtype=``、``non_blocking=``）。
-
-            返回:
-                缓存本身，就像 ``nn.Module.to`` 返回模块本身。
-        """
-        if self._keys is not None:
-            self._keys = self._keys.to(*args, **kwargs)
-            self._values = self._values.to(*args, **kwargs)
-        return self
-
-    def _claim(self, module: nn.Module, source: str) -> None:
-        """Called by ``MHA.forward``: the cache belongs to one module, filled from one source."""
-        owner = None if self._owner is None else self._owner()
-        if owner is not None and owner is not module:
-            raise ValueError(
-                "this KVCache belongs to another module: each attention layer needs a cache of its "
-                "own (a ModelCache holds one per layer); reset() it to use it elsewhere"
-            )
-        if self._len and self._source is not None and self._source != source:
-            said = {"x": "self-attention (no context)", "context": "cross-attention (context=)"}
-            raise ValueError(
-                f"this KVCache holds keys and values of {said[self._source]}, this call is "
-                f"{said[source]}: use a cache for each, or reset() it"
-            )
-        if owner is None:
-            self._owner = weakref.ref(module)
-        self._source = source
-
-    def _recorded(self, keys: Tensor, values: Tensor, queries: Tensor | None) -> bool:
-        """Whether autograd records (or has recorded) something that reads the cache."""
-        held = [t for t in (self._keys, self._values) if t is not None]
-        if any(t.requires_grad for t in held):
-            return True  # an earlier step's graph reads these very tensors
-        new = [t for t in (keys, values, queries) if t is not None]
-        return torch.is_grad_enabled() and any(t.requires_grad for t in new)
-
-    def _frozen(self) -> bool:
-        """The buffer is an inference tensor and we are outside inference mode: it cannot be
-        written in place (PyTorch forbids it), so it is copied into an ordinary tensor once."""
-        if torch.compiler.is_compiling():
-            return False  # a compiled graph holds no inference tensor (use torch.no_grad there)
-        return self._keys.is_inference() and not torch.is_inference_mode_enabled()
-
-    # What a batch of keys and values must keep from one append to the next, as named in errors
-    # (a subclass holding other tensors says its own: mha.mla.LatentCache).
-    _SIZES = "[batch_size, kv_heads, head_size]"
-
-    def _sizes(self, keys: Tensor, values: Tensor) -> tuple[int, ...]:
-        return (keys.size(0), keys.size(1), keys.size(3))
-
-    def _check_pair(self, keys: Tensor, values: Tensor) -> None:
-        if values.shape != keys.shape:
-            raise ValueError(
-                f"values must have the keys' shape {list(keys.shape)}, got {list(values.shape)}"
-            )
-
-    def _check(self, keys: Tensor, values: Tensor) -> None:
-        self._check_pair(keys, values)
-        if values.dtype != keys.dtype:
-            raise TypeError(f"values must have the keys' dtype {keys.dtype}, got {values.dtype}")
-        if values.device != keys.device:
-            raise ValueError(f"values must be on the keys' device {keys.device}, got {values.device}")
-        if self._keys is None:
-            return
-        held = self._sizes(self._keys, self._values)
-        new = self._sizes(keys, values)
-        if held != new:
-            raise ValueError(
-                f"cache holds {self._SIZES} = {list(held)}, this call gives {list(new)}: "
-                f"reset() it, or use a new {type(self).__name__}, for another batch"
-            )
-        if keys.dtype != self._keys.dtype:
-            raise TypeError(f"cache holds dtype {self._keys.dtype}, this call gives {keys.dtype}")
-        if keys.device != self._keys.device:
-            raise ValueError(
-                f"cache is on device {self._keys.device}, this call's input is on {keys.device}"
-            )
-
-
-def _ordinary_tensors() -> contextlib.AbstractContextManager:
-    """Where the cache makes a buffer: outside inference mode even inside it (when not compiling),
-    so that the buffer is an ordinary tensor, which a later call under ``torch.no_grad`` (or a
-    compiled step) may write in place; an inference tensor may only be read there."""
-    if torch.compiler.is_compiling() or not torch.is_inference_mode_enabled():
-        return contextlib.nullcontext()
-    return torch.inference_mode(False)
-
-
-def _grown(buffer: Tensor | None, new: Tensor, held: int, capacity: int) -> Tensor:
-    """A buffer like ``new`` with ``capacity`` positions that starts with ``buffer``'s first
-    ``held``."""
-    grown = new.new_empty(new.size(0), new.size(1), capacity, new.size(3))
-    if held:
-        grown[:, :, :held] = buffer[:, :, :held]
-    return grown
-
-
-class ModelCache:
-    """One [`KVCache`][mha.full.KVCache] per attention layer of a model, handled together.
-
-    A model of ``n`` layers passes ``cache.layers[i]`` to its layer ``i``. ``crop``, ``reorder``,
-    ``reset`` and ``to`` act on every layer's cache, as a generation loop needs.
-
-    Args:
-        num_layers: how many caches (attention layers).
-        max_len: each cache's ``max_len`` (``None``: buffers that grow as needed).
-        rollback: each cache's ``rollback`` (positions kept beyond a sliding window).
-
-    Attributes:
-        layers: the caches, a tuple of ``num_layers`` [`KVCache`][mha.full.KVCache].
-
-    Raises:
-        TypeError: ``num_layers`` or ``max_len`` is not an ``int``.
-        ValueError: ``num_layers`` or ``max_len`` is not positive.
-
-    Examples:
-        >>> cache = ModelCache(2, max_len=16)
-        >>> cache
-        ModelCache(num_layers=2, len=0, max_len=16)
-        >>> for layer in cache.layers:
-        ...     layer.append(torch.zeros(1, 2, 5, 3), torch.zeros(1, 2, 5, 3))
-        >>> cache.crop(3)
-        >>> len(cache), [len(layer) for layer in cache.layers]
-        (3, [3, 3])
-
-    中文:
-        模型每个注意力层各一个 [`KVCache`][mha.full.KVCache]，统一处理。
-
-        有 ``n`` 层的模型把 ``cache.layers[i]`` 传给第 ``i`` 层。``crop``、``reorder``、``reset``
-        和 ``to`` 作用于每一层的缓存，生成循环需要的正是这样。
-
-        参数:
-            num_layers: 缓存的个数（注意力层数）。
-            max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）。
-            rollback: 每个缓存的 ``rollback``（滑动窗口之外多留的位置数）。
-
-        属性:
-            layers: 这些缓存，由 ``num_layers`` 个 [`KVCache`][mha.full.KVCache] 组成的元组。
-
-        引发:
-            TypeError: ``num_layers`` 或 ``max_len`` 不是 ``int``。
-            ValueError: ``num_layers`` 或 ``max_len`` 不是正数。
-    """
-
-    def __init__(
-        self, num_layers: int, *, max_len: int | None = None, rollback: int = 0
-    ) -> None:
-        _check_length("num_layers", num_layers, positive=True)
-        self.layers = tuple(KVCache(max_len, rollback=rollback) for _ in range(num_layers))
-        self.max_len = max_len
-
-    def __len__(self) -> int:
-        # The positions the caches hold: every layer holds as many between two forwards.
-        return len(self.layers[0])
-
-    def __repr__(self) -> str:
-        extra = "" if self.max_len is None else f", max_len={self.max_len}"
-        return f"ModelCache(num_layers={len(self.layers)}, len={len(self)}{extra})"
-
-    def crop(self, n: int) -> None:
-        """[`KVCache.crop`][mha.full.KVCache.crop] on every layer.
-
-        Args:
-            n: how many positions to keep, ``0 .. len(cache)``.
-
-        中文:
-            对每一层调用 [`KVCache.crop`][mha.full.KVCache.crop]。
-
-            参数:
-                n: 保留的位置数，取值在 ``0 .. len(cache)`` 之间。
-        """
-        for layer in self.layers:
-            layer.crop(n)
-
-    def reorder(self, index: Tensor) -> None:
-        """[`KVCache.reorder`][mha.full.KVCache.reorder] on every layer.
-
-        Args:
-            index: an integer tensor ``[new_batch_size]``: row ``i`` becomes row ``index[i]``.
-
-        中文:
-            对每一层调用 [`KVCache.reorder`][mha.full.KVCache.reorder]。
-
-            参数:
-                index: 形状为 ``[new_batch_size]`` 的整数张量：第 ``i`` 行变成原来的第
-                    ``index[i]`` 行。
-        """
-        for layer in self.layers:
-            layer.reorder(index)
-
-    def reset(self) -> None:
-        """[`KVCache.reset`][mha.full.KVCache.reset] on every layer.
-
-        中文:
-            对每一层调用 [`KVCache.reset`][mha.full.KVCache.reset]。
-        """
-        for layer in self.layers:
-            layer.reset()
-
-    def to(self, *args: object, **kwargs: object) -> ModelCache:
-        """[`KVCache.to`][mha.full.KVCache.to] on every layer.
-
-        Args:
-            *args: what ``Tensor.to`` takes: a device, a dtype, or both.
-            **kwargs: ``Tensor.to``'s keywords.
-
-        Returns:
-            The container itself.
-
-        中文:
-            对每一层调用 [`KVCache.to`][mha.full.KVCache.to]。
-
-            参数:
-                *args: ``Tensor.to`` 接受的参数：设备、dtype，或者两者。
-                **kwargs: ``Tensor.to`` 的关键字参数。
-
-            返回:
-                容器本身。
-        """
-        for layer in self.layers:
-            layer.to(*args, **kwargs)
-        return self
-
-
-# A saved cache loads with torch.load's default weights_only=True (its state is tensors, ints,
-# strings and None).
-torch.serialization.add_safe_globals([KVCache, ModelCache])
-
-
-# --8<-- [end:cache]
 
 
 @dataclass(frozen=True)
@@ -1343,7 +605,7 @@ class MHA(nn.Module):
             # then attend over all of them. Under autocast an RMSNorm returns float32 (the keys
             # after k_norm) while the values are in the lower precision: the cached keys take the
             # values' dtype, the very cast the attention kernel makes under autocast anyway
-            if context is None and self.window is not None and cache._over_max_len(k.size(2)):
+            if context is None and self.window is not None and cache.overflows(k.size(2)):
                 # 滑动窗口的一次调用可以比 max_len 长（一段长提示）：缓存只写入之后要留下的位置，
                 # 注意力用缓存原有的键、值接上这次新算的
                 # A sliding window's call may bring more than max_len positions (a long prompt):
@@ -1351,7 +613,7 @@ class MHA(nn.Module):
                 # held followed by the new keys and values
                 held_keys = cache.keys  # [batch_size, kv_heads, held, head_size]
                 held_values = cache.values  # [batch_size, kv_heads, held, head_size]
-                cache._append_windowed(k.to(v.dtype), v, self.window - 1)
+                cache.append_windowed(k.to(v.dtype), v, self.window - 1)
                 if held_keys is not None:
                     k = torch.cat([held_keys, k.to(v.dtype)], dim=2)  # [batch_size, kv_heads, k_len, head_size]
                     v = torch.cat([held_values, v], dim=2)  # [batch_size, kv_heads, k_len, head_size]
@@ -1389,7 +651,7 @@ class MHA(nn.Module):
             # 滑动窗口：下一次调用的查询看不到更早的位置，缓存只留最近的 window - 1 个
             # Sliding window: the next call's queries see nothing older, so the cache keeps the
             # window - 1 latest positions
-            cache._keep_last(self.window - 1)
+            cache.keep_last(self.window - 1)
 
         # 拼接各头（与纯享版相同），再做输出投影
         # Concatenate the heads (as in the pure version), then the output projection
@@ -1509,11 +771,11 @@ class MHA(nn.Module):
             if attn_mask.dtype != torch.bool:
                 # 浮点掩码换成 q 的 dtype：有限值截到它的范围之内（不会变成 -inf），-inf 保持不变
                 # A float mask in q's dtype: finite values clamped to its range (never -inf)
-                attn_mask = _float_mask_as(attn_mask, q.dtype)  # [..., k_len]
+                attn_mask = float_mask_as(attn_mask, q.dtype)  # [..., k_len]
         if not is_causal:
             return attn_mask
         causal = causal_mask(q_len, k_len, device=q.device, window=self.window)  # [q_len, k_len]
-        return _and_causal(attn_mask, causal)
+        return and_causal(attn_mask, causal)
 
     def _check_options(
         self, context: Tensor | None, is_causal: bool, positions: Tensor | None, x: Tensor
@@ -1551,7 +813,7 @@ class MHA(nn.Module):
             return False
         if not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a mha.full.KVCache, got {type(cache).__name__}")
-        cache._claim(self, "x" if context is None else "context")
+        cache.claim(self, "x" if context is None else "context")
         if context is None or not len(cache):
             return False
         if context.size(1) != len(cache) or cache.keys.size(0) != x.size(0):
@@ -1561,146 +823,6 @@ class MHA(nn.Module):
                 f"{[context.size(0), context.size(1)]}: reset() the cache for a new context"
             )
         return True
-
-
-def _check_positions(positions: object, x: Tensor) -> None:
-    """``positions`` checked against ``x``: ``[q_len]``, ``[batch_size, q_len]``, or ``[1, q_len]``
-    (transformers' default ``position_ids``, the same for every row: it broadcasts)."""
-    _check_integer_tensor("positions", positions)
-    if positions.shape not in ((x.size(1),), (x.size(0), x.size(1)), (1, x.size(1))):
-        raise ValueError(
-            f"positions must be [q_len] = [{x.size(1)}] or [batch_size, q_len] = "
-            f"[{x.size(0)}, {x.size(1)}] (or [1, q_len], the same for every row), got "
-            f"{list(positions.shape)}"
-        )
-    if positions.device != x.device:
-        raise ValueError(
-            f"positions must be on the input's device {x.device}, got {positions.device}"
-        )
-
-
-def _check_mask(
-    mask: object, target: tuple[int, int, int, int], device: torch.device, held: int | None = None
-) -> None:
-    """``mask`` broadcasts to ``target``, ``[batch_size, heads_num, q_len, k_len]``, or (given
-    ``held``, the keys a sliding window's cache holds and this call's) to ``[..., held]``."""
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"attn_mask must be a torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(
-            "attn_mask must be boolean (True = may attend) or floating point (added to the "
-            f"scores), got dtype {mask.dtype}"
-        )
-    if mask.device != device:
-        raise ValueError(
-            f"attn_mask.device must match the input's device ({device}), got {mask.device}"
-        )
-    targets = [target] if held in (None, target[-1]) else [target, (*target[:-1], held)]
-    for allowed in targets:
-        try:
-            if tuple(torch.broadcast_shapes(mask.shape, allowed)) == allowed:
-                return
-        except RuntimeError:
-            pass
-    said = f"[batch_size, heads_num, q_len, k_len] = {list(target)}"
-    if len(targets) > 1:
-        said += (
-            f" (k_len: every position the cache has seen and this call's), or {list(targets[1])}"
-            " (the keys the sliding window's cache holds and this call's)"
-        )
-    raise ValueError(f"attn_mask of shape {list(mask.shape)} must broadcast to {said}")
-
-
-def _and_causal(attn_mask: Tensor | None, causal: Tensor) -> Tensor:
-    """A query sees a key when both ``attn_mask`` (boolean, or float: added) and ``causal`` let it."""
-    if attn_mask is None:
-        return causal
-    if attn_mask.dtype == torch.bool:
-        return attn_mask & causal
-    return attn_mask.masked_fill(~causal, float("-inf"))
-
-
-def _float_mask_as(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """``mask`` in ``dtype``, its finite values clamped to ``dtype``'s finite range: a finite
-    value (``finfo(float32).min``, ``-1e9``) stays a finite score in every dtype, and only
-    ``-inf`` masks a key."""
-    if mask.dtype == dtype:
-        return mask
-    info = torch.finfo(dtype)
-    return torch.where(mask.isinf(), mask, mask.clamp(info.min, info.max)).to(dtype)
-
-
-class RMSNorm(nn.Module):
-    """Root-mean-square normalisation over the last dimension, with a weight per dimension.
-
-    ``x / sqrt(mean(x²) + eps) * weight``; Qwen3 applies one to each head of the queries and of
-    the keys (``MHA(qk_norm=True)``). The statistics are computed in float32 and the result cast
-    back to the input's dtype before the weight multiplies it, as Qwen3's reference code does,
-    whatever the input's dtype (float64 included), so a converted model gives the same numbers.
-
-    Args:
-        size: the last dimension's size (``head_size`` in ``MHA``).
-        eps: added to the mean square, so that a zero vector stays finite.
-
-    Examples:
-        >>> norm = RMSNorm(2)
-        >>> norm(torch.tensor([3.0, 4.0]))  # root mean square 3.5355
-        tensor([0.8485, 1.1314], grad_fn=<MulBackward0>)
-
-    中文:
-        对最后一维做均方根归一化，每一维各有一个权重。
-
-        ``x / sqrt(mean(x²) + eps) * weight``；Qwen3 对查询和键的每个头各做一次
-        （``MHA(qk_norm=True)``）。统计量在 float32 里算，乘权重之前把结果转回输入的 dtype，与 Qwen3
-        的参考实现相同，无论输入是什么 dtype（float64 也一样），所以转换来的模型算出同样的数。
-
-        参数:
-            size: 最后一维的大小（在 ``MHA`` 里是 ``head_size``）。
-            eps: 加到均方上的小数，让全零向量也不会除以零。
-    """
-
-    def __init__(self, size: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        _check_length("size", size, positive=True)
-        _check_number("eps", eps, positive=True)
-        self.weight = nn.Parameter(torch.ones(size))
-        self.eps = float(eps)
-
-    def extra_repr(self) -> str:
-        """What ``print`` shows between the parentheses.
-
-        Returns:
-            The size and ``eps``, as ``RMSNorm(5, eps=1e-06)`` prints them.
-
-        中文:
-            ``print`` 在括号里显示的内容。
-
-            返回:
-                尺寸和 ``eps``，打印出来就是 ``RMSNorm(5, eps=1e-06)``。
-        """
-        return f"{self.weight.size(0)}, eps={self.eps}"
-
-    def forward(self, x: Tensor) -> Tensor:
-        """``x`` normalised over its last dimension, then scaled by the weight.
-
-        Args:
-            x: ``[..., size]``.
-
-        Returns:
-            ``[..., size]``, in ``x``'s dtype (or the weight's, if wider).
-
-        中文:
-            ``x`` 在最后一维上归一化，再乘权重。
-
-            参数:
-                x: 形状为 ``[..., size]`` 的张量。
-
-            返回:
-                ``[..., size]``，dtype 与 ``x`` 相同（权重的 dtype 更宽时取权重的）。
-        """
-        wide = x.float()
-        wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * wide.to(x.dtype)
 
 
 # --8<-- [end:class]

@@ -487,7 +487,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     ``sliding_window``; Qwen's on its sliding layers). The weights are copied exactly, on the
     module's device and in its dtype. The result called as ``m(x, is_causal=True)`` gives the
     module's output for positions ``0 .. q_len - 1`` under its causal (and sliding-window) mask;
-    with a [`KVCache`][mha.full.KVCache] it continues at position ``len(cache)``, as the module
+    with a [`KVCache`][mha.cache.KVCache] it continues at position ``len(cache)``, as the module
     does with its own cache. ``DeepseekV3Attention`` becomes an ``mha.mla.MLA`` of the config's
     ranks and head dims, its rotation (interleaved where ``rope_interleave`` says so) and the
     module's ``scaling`` (times YaRN's mscale squared where the config's ``rope_parameters`` set
@@ -519,7 +519,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         ``rope_parameters``：默认、``llama3`` 或 ``yarn``）和 ``window``（Mistral 的
         ``sliding_window``；Qwen 的滑动窗口层）。权重原样复制，设备和 dtype 与模块相同。以
         ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 ``0 .. q_len - 1`` 在因果（以及滑动
-        窗口）掩码下的输出；带着 [`KVCache`][mha.full.KVCache] 调用时从位置 ``len(cache)`` 接着算，
+        窗口）掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)`` 接着算，
         与模块用它自己的缓存时相同。``DeepseekV3Attention`` 转成 ``mha.mla.MLA``：秩和各部分的
         维度取自配置，旋转按 ``rope_interleave`` 决定是否交错，softmax 的缩放系数取模块的
         ``scaling``（配置的 ``rope_parameters`` 设了 ``mscale_all_dim`` 时，它已乘上 YaRN 的

@@ -34,16 +34,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha.checks import _check_flag, _check_length, check_input
-from mha.full import (
-    KVCache,
-    RMSNorm,
-    _and_causal,
-    _check_mask,
-    _check_positions,
-    _float_mask_as,
-    causal_mask,
-)
+from mha.cache import KVCache
+from mha.checks import _check_flag, _check_length, _check_mask, _check_positions, check_input
+from mha.masks import and_causal, causal_mask, float_mask_as
+from mha.norm import RMSNorm
 from mha.rope import RotaryEmbedding
 
 __all__ = ["MLA", "LatentCache"]
@@ -52,14 +46,14 @@ __all__ = ["MLA", "LatentCache"]
 class LatentCache(KVCache):
     """What MLA caches: per position one latent and one rotary key part, shared by every head.
 
-    A [`KVCache`][mha.full.KVCache] whose "keys" are the latents and whose "values" are the
+    A [`KVCache`][mha.cache.KVCache] whose "keys" are the latents and whose "values" are the
     rotated key parts, each held as one head (``[batch_size, 1, len, ...]``), as transformers
     holds them too: the same buffers that grow by doubling (or ``max_len``), the same ``crop``,
     ``reorder``, ``reset`` and ``to``, the same care for autograd and inference mode.
 
     Args:
-        max_len: as for [`KVCache`][mha.full.KVCache].
-        rollback: as for [`KVCache`][mha.full.KVCache] (``MLA`` has no sliding window: it keeps
+        max_len: as for [`KVCache`][mha.cache.KVCache].
+        rollback: as for [`KVCache`][mha.cache.KVCache] (``MLA`` has no sliding window: it keeps
             nothing more).
 
     Attributes:
@@ -75,14 +69,14 @@ class LatentCache(KVCache):
     中文:
         MLA 缓存的内容：每个位置一个潜在向量和一段旋转过的键，所有头共用。
 
-        它是一个 [`KVCache`][mha.full.KVCache]，"键"是潜在向量，"值"是旋转过的那段键，各自当作
+        它是一个 [`KVCache`][mha.cache.KVCache]，"键"是潜在向量，"值"是旋转过的那段键，各自当作
         一个头存放（``[batch_size, 1, len, ...]``，transformers 也是这样存的）：同样按倍增（或
         ``max_len``）分配的缓冲区，同样的 ``crop``、``reorder``、``reset`` 和 ``to``，对自动求导
         和推理模式的处理也相同。
 
         参数:
-            max_len: 与 [`KVCache`][mha.full.KVCache] 相同。
-            rollback: 与 [`KVCache`][mha.full.KVCache] 相同（``MLA`` 没有滑动窗口，不会多留位置）。
+            max_len: 与 [`KVCache`][mha.cache.KVCache] 相同。
+            rollback: 与 [`KVCache`][mha.cache.KVCache] 相同（``MLA`` 没有滑动窗口，不会多留位置）。
 
         属性:
             latent: ``[batch_size, len, kv_lora_rank]``，第一次调用之前是 ``None``。
@@ -127,7 +121,7 @@ class LatentCache(KVCache):
             latent: the new positions' latents.
             rope_keys: their rotated key parts.
             queries: the queries that will attend over the cache, as for
-                [`KVCache.append`][mha.full.KVCache.append].
+                [`KVCache.append`][mha.cache.KVCache.append].
 
         Raises:
             ValueError: the two disagree on batch size or length, or differ from what the cache
@@ -142,7 +136,7 @@ class LatentCache(KVCache):
                 latent: 新位置的潜在向量。
                 rope_keys: 它们旋转过的键。
                 queries: 之后要对缓存做注意力的查询，与
-                    [`KVCache.append`][mha.full.KVCache.append] 相同。
+                    [`KVCache.append`][mha.cache.KVCache.append] 相同。
 
             引发:
                 ValueError: 两者的批大小或长度不一致，或者与缓存里的不一致。
@@ -327,7 +321,7 @@ class MLA(nn.Module):
         if cache is not None and not isinstance(cache, LatentCache):
             raise TypeError(f"cache must be a mha.mla.LatentCache, got {type(cache).__name__}")
         if cache is not None:
-            cache._claim(self, "x")  # one cache per layer, as for KVCache
+            cache.claim(self, "x")  # one cache per layer, as for KVCache
         if positions is not None:
             _check_positions(positions, x)
         held = 0 if cache is None else len(cache)
@@ -433,8 +427,8 @@ class MLA(nn.Module):
     ) -> Tensor | None:
         """``attn_mask`` and the causal mask combined (``None`` if neither)."""
         if attn_mask is not None and attn_mask.dtype != torch.bool:
-            attn_mask = _float_mask_as(attn_mask, x.dtype)  # [..., k_len]
+            attn_mask = float_mask_as(attn_mask, x.dtype)  # [..., k_len]
         if not is_causal or (attn_mask is None and q_len == 1):
             return attn_mask  # a single (newest) query under the causal mask alone sees every key
-        return _and_causal(attn_mask, causal_mask(q_len, k_len, device=x.device))
+        return and_causal(attn_mask, causal_mask(q_len, k_len, device=x.device))
 

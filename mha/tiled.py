@@ -97,7 +97,7 @@ class TiledAttention(nn.Module):
             k: ``[batch_size, heads_num, k_len, head_size]``.
             v: ``[batch_size, heads_num, k_len, v_size]``.
             is_causal: the causal mask aligned to the lower right (the last query sees every key),
-                as [`causal_mask`][mha.full.causal_mask].
+                as [`causal_mask`][mha.masks.causal_mask].
             scale: ``None`` (the default) means ``1 / sqrt(head_size)``.
 
         Returns:
@@ -118,7 +118,7 @@ class TiledAttention(nn.Module):
                 k: 键，``[batch_size, heads_num, k_len, head_size]``。
                 v: 值，``[batch_size, heads_num, k_len, v_size]``。
                 is_causal: 右下对齐的因果掩码（最后一个查询能看到所有键），与
-                    [`causal_mask`][mha.full.causal_mask] 相同。
+                    [`causal_mask`][mha.masks.causal_mask] 相同。
                 scale: 默认 ``None`` 表示 ``1 / sqrt(head_size)``。
 
             返回:

@@ -243,6 +243,40 @@ def test_a_saved_cache_loads_with_safe_loading_and_decodes_on():
     assert_close(step, whole[:, 5:])
 
 
+def test_a_cache_saved_when_it_lived_in_mha_full_still_loads_safely(monkeypatch):
+    """The classes moved from mha/full.py to mha/cache.py: a file saved before names them
+    ``mha.full.KVCache`` and ``mha.full.ModelCache``, which safe loading still accepts."""
+    cache = ModelCache(1)
+    cache.layers[0].append(torch.randn(1, 2, 3, 5), torch.randn(1, 2, 3, 5))
+    buffer = io.BytesIO()
+    with monkeypatch.context() as m:  # pickled under the names of the old file
+        m.setattr(KVCache, "__module__", "mha.full")
+        m.setattr(ModelCache, "__module__", "mha.full")
+        torch.save(cache, buffer)
+    assert b"mha.full" in buffer.getvalue() and b"mha.cache" not in buffer.getvalue()
+    buffer.seek(0)
+    loaded = torch.load(buffer)  # weights_only=True
+    assert type(loaded) is ModelCache and type(loaded.layers[0]) is KVCache
+    assert torch.equal(loaded.layers[0].keys, cache.layers[0].keys)
+
+
+def test_the_methods_a_module_writes_a_cache_with_check_their_arguments():
+    """claim, keep_last, overflows and append_windowed are public (MHA, MLA and the shape
+    checker call them): a wrong argument is a clear error naming it."""
+    cache = KVCache(4)
+    with pytest.raises(TypeError, match=r"module must be a torch\.nn\.Module, got str"):
+        cache.claim("layer 0", "x")
+    with pytest.raises(ValueError, match='source must be "x" or "context", got \'y\''):
+        cache.claim(MHA(20, 4), "y")
+    with pytest.raises(ValueError, match="n must be a non-negative int, got -1"):
+        cache.keep_last(-1)
+    with pytest.raises(TypeError, match="keep must be an int, got str"):
+        cache.append_windowed(torch.zeros(1, 2, 3, 5), torch.zeros(1, 2, 3, 5), "2")
+    assert not cache.overflows(4) and cache.overflows(5)
+    cache.append_windowed(torch.zeros(1, 2, 6, 5), torch.zeros(1, 2, 6, 5), 3)  # 6 > max_len
+    assert (len(cache), cache.keys.shape[2]) == (6, 3)  # every position counted, 3 held
+
+
 # ---- padding: left and right ------------------------------------------------------------------
 
 

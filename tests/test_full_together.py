@@ -17,7 +17,8 @@ from support import assert_close
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from mha.full import MHA, KVCache, _float_mask_as, causal_mask, padding_mask
+from mha.full import MHA, KVCache, causal_mask, padding_mask
+from mha.masks import float_mask_as
 
 paths = pytest.mark.parametrize("fast", [True, False], ids=["fast", "math"])
 low_precision = pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -236,7 +237,7 @@ def test_a_finite_float_mask_value_becomes_the_dtypes_lowest_finite_value_never_
     lowest = torch.finfo(dtype).min  # float16: -65504
     mask = torch.tensor([torch.finfo(torch.float32).min, -1e9, float("-inf"), -0.5])
     expected = torch.tensor([lowest, max(-1e9, lowest), float("-inf"), -0.5], dtype=dtype)
-    assert torch.equal(_float_mask_as(mask, dtype), expected)
+    assert torch.equal(float_mask_as(mask, dtype), expected)
 
 
 # ---- The cache: crop, values checked, unchanged on failure -----------------------------------

@@ -27,10 +27,10 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         lines[n - 1].split("=", 1)[1].split("#")[0].strip() for n in commented - shown
     )
     assert left_out == [
-        "_float_mask_as(attn_mask, q.dtype)",
         "attn_mask[..., -k.size(2) :]",
         "cache.keys",  # held_keys: a sliding window's call longer than the cache's max_len
         "cache.values",
+        "float_mask_as(attn_mask, q.dtype)",
         'mask != float("-inf")',
         "qk + mask",
         "self._attend_fast(q, k, v, attn_mask, is_causal)",

@@ -214,9 +214,13 @@ def coverage_problems() -> list[str]:
     names = {d.name for d in documented()}
     found = []
     for module in sorted({name.rsplit(".", 1)[0] for name in api_identifiers()}):
-        for public in importlib.import_module(module).__all__:
-            if f"{module}.{public}" not in names:
-                found.append(f"{module}.{public} is not on the API page")
+        imported = importlib.import_module(module)
+        for public in imported.__all__:
+            # A name re-exported from another module (mha.full's KVCache) is documented once,
+            # under the module that defines it
+            home = getattr(getattr(imported, public), "__module__", module)
+            if f"{home}.{public}" not in names:
+                found.append(f"{home}.{public} is not on the API page")
     for language in LANGUAGES[1:]:
         if api_identifiers(language) != api_identifiers():
             found.append(f"docs/{language}/api.md documents other objects than docs/{DEFAULT}'s")

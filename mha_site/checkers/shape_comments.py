@@ -453,8 +453,8 @@ def inputs(namespace: dict, run: Run) -> Call:
         if run.window is None:
             cache.append(torch.randn(shape), torch.randn(shape))
         else:  # as a windowed call leaves it: the window - 1 latest held
-            cache._append_windowed(torch.randn(shape), torch.randn(shape), run.window - 1)
-            cache._keep_last(run.window - 1)
+            cache.append_windowed(torch.randn(shape), torch.randn(shape), run.window - 1)
+            cache.keep_last(run.window - 1)
     # A mask covers every position, those a window's cache dropped too
     mask = mask_for(run.mask, {**dims, "k_len": dims["src_len"] + run.cached})
     options = dict(
@@ -633,7 +633,7 @@ def names_in(comment: tuple[str, ...]) -> set[str]:
 # the block of a sliding window's long call, which is self-attention only.
 SAME_IN_BLOCK = {
     "self.rope is not None": {frozenset({"q_len", "src_len"})},
-    "context is None and self.window is not None and cache._over_max_len(k.size(2))": {
+    "context is None and self.window is not None and cache.overflows(k.size(2))": {
         frozenset({"q_len", "src_len"})
     },
 }
