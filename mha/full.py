@@ -563,9 +563,9 @@ class MHA(nn.Module):
             # Checked before anything changes, so a bad mask leaves the cache as it was. Under a
             # sliding window it may also cover only the keys the cache holds (transformers' form).
             k_len = source.size(1) + (0 if cache is None or context is not None else held)
-            dropped = 0 if cache is None or context is not None else cache._dropped
+            kept = 0 if cache is None or context is not None or cache.keys is None else cache.keys.size(2)
             _check_mask(
-                attn_mask, (x.size(0), self.heads_num, x.size(1), k_len), x.device, k_len - dropped
+                attn_mask, (x.size(0), self.heads_num, x.size(1), k_len), x.device, source.size(1) + kept
             )
 
         # 投影查询，按头拆分，再把头换到第 1 维：保持四维，融合算子要的就是这种布局

@@ -91,6 +91,13 @@ def text_of(head: int) -> tuple[str, str]:
     return f"mha-t{head % head_count()}", HEADS_LIGHT[head % head_count()]
 
 
+def text_width(text: str, per: float, per_wide: float | None = None) -> float:
+    """An estimate of the width of ``text``, used only to size a picture: ``per`` for each
+    character, ``per_wide`` (1.8 times ``per`` unless given) for each CJK one, which is square."""
+    wide = 1.8 * per if per_wide is None else per_wide
+    return sum(wide if ord(ch) > 0x2E80 else per for ch in text)
+
+
 class Rect(str):
     """The markup of one ``<rect>`` (a part of an ``Svg``), with its box and its paint (class,
     fill, stroke, dashes) apart, so that ``Svg`` can draw a run of cells of one paint at once."""
@@ -144,16 +151,33 @@ class Svg:
     ``name`` makes its ids unique on the page (several pictures share one HTML document).
     Numbers are written as short as they are (``:g``); attributes at their default value
     (``rx="0"``, ``text-anchor="start"``) are left out. ``note`` (``Run.note``) is written above
-    the drawing, which moves down to make room, and joins the description.
+    the drawing, which moves down to make room (or where ``note_at`` puts it), and joins the
+    description. ``classes`` are the root's besides ``mha-picture`` (for a picture's own style).
     """
 
-    def __init__(self, name: str, title: str, description: str = "", note: str = ""):
+    def __init__(
+        self, name: str, title: str, description: str = "", note: str = "", classes: str = ""
+    ):
         self.name, self.title, self.description, self.note = name, title, description, note
+        self.classes = classes
         self.parts: list[str] = []
         self.width = self.height = 0.0
+        self.note_drawn = False
 
     def grow(self, x: float, y: float) -> None:
         self.width, self.height = max(self.width, x), max(self.height, y)
+
+    def markup(self, markup: str) -> None:
+        """Markup that the methods here do not draw (a style sheet, a pattern, a group with its
+        own tooltip and colours), as it is: the caller grows the picture to what it reaches."""
+        self.parts.append(markup)
+
+    def note_at(self, x, y, size: float = FONT) -> None:
+        """Write the note (if any) at baseline ``y`` rather than above the drawing: a picture with
+        a heading of its own puts it under that."""
+        if self.note:
+            self.text(x, y, self.note, cls=f"mha-fg {NOTE_CLASS}", size=size)
+        self.note_drawn = True
 
     def rect(self, x, y, w, h, cls="", fill="none", stroke="none", dashed=False, rx=0) -> None:
         dash = ' stroke-dasharray="3 2"' if dashed else ""
@@ -222,16 +246,16 @@ class Svg:
         )
         content = "".join(t for t, _ in spans)
         per = width_per_char or (0.62 * size if code else 0.56 * size)
-        wide = sum(per * (1.8 if ord(ch) > 0x2E80 else 1.0) for ch in content)
+        wide = text_width(content, per)
         left = {"start": x, "middle": x - wide / 2, "end": x - wide}[anchor]
         self.grow(left + wide, y + size * 0.3)
         return wide
 
     def __str__(self) -> str:
         body, width, height = grouped(self.parts), self.width, self.height
-        if self.note:
-            line = Svg(self.name, "")
-            line.text(4, 4 + FONT, self.note, cls=f"mha-fg {NOTE_CLASS}")
+        if self.note and not self.note_drawn:
+            line = Svg(self.name, "", note=self.note)
+            line.note_at(4, 4 + FONT)
             shift = FONT + 12
             body = f'{line.parts[0]}<g transform="translate(0 {shift})">{body}</g>'
             width, height = max(width, line.width), height + shift
@@ -246,6 +270,7 @@ class Svg:
             desc = f'<desc id="{did}">{escape(description)}</desc>'
         return (
             f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}"'
-            f' width="{width}" height="{height}" role="img" {labelled} class="mha-picture">'
+            f' width="{width}" height="{height}" role="img" {labelled}'
+            f' class="{" ".join(["mha-picture", *self.classes.split()])}">'
             f'<title id="{tid}">{escape(self.title)}</title>{desc}' + body + "</svg>"
         )

@@ -231,16 +231,18 @@ def hex_colour(rgb: tuple) -> str:
 
 # ---- drawing ----------------------------------------------------------------------------------
 
-CELL = 32
-FONT = 11
+# A weight's square: larger than picture_style.CELL, it holds the weight to two decimals.
+SQUARE = 32
+FONT = style.SMALL  # the labels'; the heading and the heads' labels are 13, the weights 10
 NUMBER_FONT = 10
 GAP = 28
 PANEL_COLUMNS = 2
 
 
 def text_width(text: str, size: float = FONT) -> float:
-    """An estimate of the width of ``text``: CJK characters are square, Latin ones narrower."""
-    return sum(size if ord(ch) > 0x2E80 else 0.62 * size for ch in text)
+    """The layout's estimate of the width of a label: 0.62 of its size a Latin character, a CJK
+    one square."""
+    return style.text_width(text, 0.62 * size, size)
 
 
 def esc(text: str) -> str:
@@ -276,42 +278,43 @@ def draw(variant: str, language: str) -> str:
     n = len(labels)
     hatch = f"mha-hatch-{variant}"
 
-    row_label = max(text_width(t) for t in labels) + 8
-    rotate = max(text_width(t) for t in labels) > CELL - 4
-    column_label = (max(text_width(t) for t in labels) * 0.72 + 12) if rotate else 18
+    longest = max(text_width(t) for t in labels)
+    row_label = longest + 8
+    rotate = longest > SQUARE - 4
+    column_label = (longest * 0.72 + 12) if rotate else 18
     # a rotated key label reaches past its cell to the right: keep room for the last one
-    overhang = max(0.0, max(text_width(t) for t in labels) * 0.72 + 3 - CELL / 2) if rotate else 0
-    panel_w = row_label + n * CELL + overhang
-    panel_h = 20 + column_label + n * CELL
+    overhang = max(0.0, longest * 0.72 + 3 - SQUARE / 2) if rotate else 0
+    panel_w = row_label + n * SQUARE + overhang
+    panel_h = 20 + column_label + n * SQUARE
     drawn = style.Run.of(*setup_of(variant))
     note = drawn.note(language)
     top = 44 + (18 if note else 0)  # the heading, the axes line and the note
     rows = -(-HEADS_NUM // PANEL_COLUMNS)
     legend_h = 46
-    width = PANEL_COLUMNS * panel_w + (PANEL_COLUMNS - 1) * GAP + 8
-    height = top + rows * panel_h + (rows - 1) * GAP / 2 + legend_h
-    width = max(width, text_width(words[variant], 13) + 8, text_width(note) + 8)
+    legend_top = top + rows * panel_h + (rows - 1) * GAP / 2
+    # what the drawing reaches, right and down (Svg adds a margin of 8)
+    right = max(
+        PANEL_COLUMNS * panel_w + (PANEL_COLUMNS - 1) * GAP,
+        text_width(words[variant], 13),
+        text_width(note),
+    )
+    bottom = legend_top + legend_h - 8
 
     css = {"font": FONT, "number": NUMBER_FONT, "hatch": hatch, "variant": variant}
     model = f"{drawn.hidden_size}, {drawn.heads_num}"
     title = words["title"].format(model=model, what=words["what"][variant])
-    title_id = f"mha-heat-title-{variant}"
-    desc_id = f"mha-heat-desc-{variant}"
-    described = f' aria-describedby="{desc_id}"' if note else ""
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="mha-heat mha-heat-{variant}" role="img" '
-        f'aria-labelledby="{title_id}"{described} viewBox="0 0 {width:.0f} {height:.0f}" '
-        f'width="{width:.0f}" height="{height:.0f}" style="max-width: 100%; height: auto">',
-        f'<title id="{title_id}">{esc(title)}</title>',
-        f'<desc id="{desc_id}">{esc(note)}</desc>' if note else "",
-        f"<style>{STYLE % css}</style>",
+    svg = style.Svg(f"heatmap-{variant}", title, note=note, classes=f"mha-heat mha-heat-{variant}")
+    svg.grow(right, bottom)
+    svg.markup(
+        f"<style>{STYLE % css}</style>"
         f'<defs><pattern id="{hatch}" width="6" height="6" patternUnits="userSpaceOnUse" '
         f'patternTransform="rotate(45)"><line class="hatch" x1="0" y1="0" x2="0" y2="6"/>'
-        f"</pattern></defs>",
-        f'<text class="heading" x="4" y="16">{esc(words[variant])}</text>',
-        f'<text class="axes" x="4" y="34">{esc(words["axes"])}</text>',
-        f'<text class="{style.NOTE_CLASS}" x="4" y="52">{esc(note)}</text>' if note else "",
-    ]
+        f"</pattern></defs>"
+        f'<text class="heading" x="4" y="16">{esc(words[variant])}</text>'
+        f'<text class="axes" x="4" y="34">{esc(words["axes"])}</text>'
+    )
+    svg.note_at(4, 52, FONT)  # under the heading and the axes
+    out = []
     for head in range(HEADS_NUM):
         px = 4 + (head % PANEL_COLUMNS) * (panel_w + GAP)
         py = top + (head // PANEL_COLUMNS) * (panel_h + GAP / 2)
@@ -326,11 +329,11 @@ def draw(variant: str, language: str) -> str:
         )
         out.append(
             f'<rect class="frame {stroke_class}" x="{gx - 1.5:.1f}" y="{gy - 1.5:.1f}" '
-            f'width="{n * CELL + 3}" height="{n * CELL + 3}" fill="none" '
+            f'width="{n * SQUARE + 3}" height="{n * SQUARE + 3}" fill="none" '
             f'stroke="{stroke_colour}" stroke-width="2"/>'
         )
         for j, label in enumerate(labels):  # keys, along the top
-            cx = gx + j * CELL + CELL / 2
+            cx = gx + j * SQUARE + SQUARE / 2
             if rotate:
                 out.append(
                     f'<text class="key" data-k="{j}" x="{cx + 3:.1f}" y="{gy - 5:.1f}" '
@@ -344,17 +347,17 @@ def draw(variant: str, language: str) -> str:
         for i, label in enumerate(labels):  # queries, down the left side
             out.append(
                 f'<text class="query" data-q="{i}" x="{gx - 6:.1f}" '
-                f'y="{gy + i * CELL + CELL / 2 + 4:.1f}" text-anchor="end">{esc(label)}</text>'
+                f'y="{gy + i * SQUARE + SQUARE / 2 + 4:.1f}" text-anchor="end">{esc(label)}</text>'
             )
         for i in range(n):
             for j in range(n):
-                x, y = gx + j * CELL, gy + i * CELL
+                x, y = gx + j * SQUARE, gy + i * SQUARE
                 keys = f'data-head="{head}" data-q="{i}" data-k="{j}"'
                 if not allowed[i, j]:
                     tip = words["masked"].format(i=head, q=labels[i], k=labels[j])
                     out.append(
                         f'<g class="cell masked" {keys}><title>{esc(tip)}</title>'
-                        f'<rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}"/></g>'
+                        f'<rect x="{x:.1f}" y="{y:.1f}" width="{SQUARE}" height="{SQUARE}"/></g>'
                     )
                     continue
                 w = float(weights[head, i, j])
@@ -363,15 +366,15 @@ def draw(variant: str, language: str) -> str:
                 rect_style, text_style = cell_style(w)
                 out.append(
                     f'<g class="cell" {keys}><title>{esc(tip)}</title>'
-                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{CELL}" height="{CELL}" '
+                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{SQUARE}" height="{SQUARE}" '
                     f'style="{rect_style}"/>'
-                    f'<text x="{x + CELL / 2:.1f}" y="{y + CELL / 2 + 3.5:.1f}" '
+                    f'<text x="{x + SQUARE / 2:.1f}" y="{y + SQUARE / 2 + 3.5:.1f}" '
                     f'text-anchor="middle" style="{text_style}">{shown}</text></g>'
                 )
         out.append("</g>")
 
     # The legend: the scale from 0 to 1, and a masked cell.
-    ly = height - legend_h + 12
+    ly = legend_top + 12
     out.append('<g class="legend">')
     out.append(f'<text class="legend-label" x="4" y="{ly + 12:.1f}">{esc(words["legend"])}</text>')
     lx = 8 + text_width(words["legend"])
@@ -396,8 +399,9 @@ def draw(variant: str, language: str) -> str:
         f'<text class="legend-label" x="{mx + 22:.1f}" y="{ly + 12:.1f}">'
         f"{esc(words['legend_masked'])}</text>"
     )
-    out.append("</g></svg>")
-    return "".join(out)
+    out.append("</g>")
+    svg.markup("".join(out))
+    return str(svg)
 
 
 PICTURES = {f"heatmap-{variant}": functools.partial(draw, variant) for variant in VARIANTS}

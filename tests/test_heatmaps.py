@@ -126,7 +126,8 @@ def test_generator_draws_svg_with_a_title_and_text(name, language):
     root = ET.fromstring(markup)  # well-formed XML
     assert root.tag == f"{SVG}svg", root.tag
     assert root.get("viewBox"), "a viewBox, so the picture scales"
-    assert "max-width: 100%" in root.get("style", ""), root.get("style")
+    # drawn through picture_style.Svg: scaled down to the page by mha.css, as every picture
+    assert "mha-picture" in root.get("class", "").split(), root.get("class")
     title = root.find(f"{SVG}title")
     assert title is not None and title.text, "a <title> for screen readers"
     assert root.get("aria-labelledby") == title.get("id"), root.get("aria-labelledby")
