@@ -40,7 +40,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_integer_tensor
+from mha.checks import _check_flag, _check_integer_tensor, _check_length, _check_number
 
 __all__ = ["RotaryEmbedding", "frequencies"]
 
@@ -102,12 +102,10 @@ def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> t
             ValueError: ``rotary_dims`` 不是正偶数，``base`` 不大于 1，或者 ``scaling`` 的类型未知、
                 缺少键或有未知的键。
     """
-    if isinstance(rotary_dims, bool) or not isinstance(rotary_dims, int):
-        raise TypeError(f"rotary_dims must be an int, got {type(rotary_dims).__name__}")
+    _check_length("rotary_dims", rotary_dims)
     if rotary_dims <= 0 or rotary_dims % 2:
         raise ValueError(f"rotary_dims must be a positive even number, got {rotary_dims}")
-    if isinstance(base, bool) or not isinstance(base, int | float):
-        raise TypeError(f"base must be a number, got {type(base).__name__} ({base!r})")
+    _check_number("base", base)
     if not base > 1:
         raise ValueError(f"base must be a number above 1, got {base!r}")
     kind, options = _scaling(scaling)
@@ -252,8 +250,7 @@ class RotaryEmbedding(nn.Module):
         scaling: dict | None = None,
     ) -> None:
         super().__init__()
-        if not isinstance(interleaved, bool):
-            raise TypeError(f"interleaved must be a bool, got {type(interleaved).__name__}")
+        _check_flag("interleaved", interleaved)
         inv_freq, self.attention_factor = frequencies(rotary_dims, base, scaling)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.rotary_dims = rotary_dims

@@ -210,7 +210,15 @@ def test_a_saved_cache_holds_its_positions_not_its_free_room(tmp_path):
 
 
 def test_a_rope_base_that_is_not_a_number_is_a_type_error_as_elsewhere():
-    with pytest.raises(TypeError, match=re.escape("base must be a number, got str ('10000')")):
+    """One rule (mha/checks.py): the wrong type is a TypeError, the right type out of range a
+    ValueError, in the same words wherever the argument is."""
+    with pytest.raises(TypeError, match=re.escape("base must be a float, got str ('10000')")):
         RotaryEmbedding(4, base="10000")
+    with pytest.raises(TypeError, match=re.escape("scale must be a float, got str ('1')")):
+        MHA(20, 4, scale="1")
+    with pytest.raises(TypeError, match=re.escape("rotary_dims must be an int, got str ('4')")):
+        RotaryEmbedding("4")
+    with pytest.raises(TypeError, match=re.escape("interleaved must be a bool, got int (1)")):
+        RotaryEmbedding(4, interleaved=1)
     with pytest.raises(ValueError, match=re.escape("base must be a number above 1, got 1")):
         RotaryEmbedding(4, base=1)
