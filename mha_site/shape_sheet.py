@@ -2,8 +2,8 @@
 the methods it calls assign, with its shape comment and its shape in three calls.
 
 For the marker ``<!-- shape-sheet: full -->`` (``mha_site/markers.py``) the build runs
-``mha.full.MHA`` three times under ``mha.trace``'s tracer (``trace_locals``, through the shape
-comment checker's ``run_full``): a prefill (self-attention with grouped-query attention, a padding
+``mha.full.MHA`` three times under ``mha.trace``'s tracer (``trace_locals``), in configurations of
+``mha_site/runs.py``: a prefill (self-attention with grouped-query attention, a padding
 mask and ``is_causal``), a cross-attention call, and a decode step with a cache. Each row is one
 assignment of the source, in source order: the name it binds, its code, its shape comment (which
 ``mha_site.checkers.shape_comments`` checks in more configurations), and the real shape in each
@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import mha.full
 from mha.trace import assignments, trace_locals
-from mha_site.checkers.shape_comments import Run, inputs
 from mha_site.languages import tr
+from mha_site.runs import Run, inputs
 
 SIZES = dict(batch_size=3, heads_num=4, head_size=5, kv_heads=2, fast=False, need_weights=True)
 """All different in each call: batch 3, 4 query heads of 5 channels, 2 key/value heads."""

@@ -13,6 +13,9 @@ from mha_site.languages import ROOT
 TEXT = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
 # The files of the recipes' example (a chapter "alibi", a case "prefill"), which do not exist.
 EXAMPLES = ("alibi", "prefill")
+# The names the recipes add (a chapter, an option): a contributor who follows them must not
+# collide with a test, so no test uses them for a planted chapter or option.
+RECIPE_NAMES = ("alibi", "softcap")
 
 
 def test_every_path_it_names_exists():
@@ -38,3 +41,14 @@ def test_its_scaffold_command_is_accepted(monkeypatch):
     monkeypatch.setattr(scaffold, "scaffold", lambda *args: called.setdefault("args", args) and [])
     assert scaffold.main(argv) == 0
     assert called["args"] == ("alibi", "Linear biases", "线性偏置", "gqa", "alibi-slopes")
+
+
+def test_no_other_test_reserves_the_names_the_recipes_add():
+    """The scaffold's and the options checker's tests plant a chapter and an option of their own
+    names: were they ``alibi`` and ``softcap``, following the recipe would break them."""
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        if path.name == "test_contributing.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for name in RECIPE_NAMES:
+            assert f'"{name}' not in text, f"{path.name} uses the recipe's name {name!r}"

@@ -15,6 +15,7 @@ import mha.parallel
 from mha.full import MHA, Options
 from mha.rope import RotaryEmbedding
 from mha_site.checkers import options as checker
+from mha_site.runs import RUNS
 
 
 def test_every_option_is_declared_once_and_known_to_every_consumer():
@@ -58,26 +59,26 @@ def test_from_options_refuses_something_else():
 
 
 def planted_options():
-    """``Options`` with one more field, ``softcap``, that no consumer knows."""
+    """``Options`` with one more field, ``planted``, that no consumer knows."""
     declared = [(f.name, f.type, f) for f in dataclasses.fields(Options)]
-    softcap = ("softcap", "float | None", dataclasses.field(default=None))
-    return dataclasses.make_dataclass("Options", [*declared, softcap], frozen=True)
+    planted = ("planted", "float | None", dataclasses.field(default=None))
+    return dataclasses.make_dataclass("Options", [*declared, planted], frozen=True)
 
 
 def test_a_planted_option_is_reported_for_every_consumer_that_does_not_know_it():
     problems = checker.check_options(planted_options())
-    about = [p for p in problems if "softcap" in p]
+    about = [p for p in problems if "planted" in p]
     assert any(p.startswith("mha/full.py: MHA's arguments") for p in problems), problems
-    assert "mha_site/checkers/options.py: no EXAMPLES entry for the option softcap" in about
+    assert "mha_site/checkers/options.py: no EXAMPLES entry for the option planted" in about
     assert (
-        "mha/interop.py: the option softcap is in neither of TO_TORCH_MAPS and TO_TORCH_REFUSES"
+        "mha/interop.py: the option planted is in neither of TO_TORCH_MAPS and TO_TORCH_REFUSES"
         in about
     )
     assert (
-        "mha/interop.py: the option softcap is in neither of FROM_HF_FILLS and FROM_HF_DEFAULTS"
+        "mha/interop.py: the option planted is in neither of FROM_HF_FILLS and FROM_HF_DEFAULTS"
         in about
     )
-    assert any(p.startswith("mha_site/checkers/shape_comments.py: no run") for p in about), about
+    assert any(p.startswith("mha_site/runs.py: no run") for p in about), about
 
 
 def heads_on_rank_by_hand(model, rank, world):
@@ -122,10 +123,8 @@ def test_an_example_that_leaves_its_option_default_is_reported(monkeypatch):
 
 
 def test_a_run_list_that_never_sets_an_option_is_reported():
-    from mha_site.checkers.shape_comments import RUNS
-
     without_window = [r for r in RUNS if r.window is None]
     assert checker.check_runs(runs=without_window) == [
-        "mha_site/checkers/shape_comments.py: no run of RUNS sets the option window, so its "
+        "mha_site/runs.py: no run of RUNS sets the option window, so its "
         "lines' shape comments are checked by none"
     ]

@@ -22,17 +22,14 @@ import mha.full
 import mha.mla
 from mha_site.checkers import shape_comments
 from mha_site.checkers.shape_comments import (
-    MLA_RUNS,
-    RUNS,
     SIZE_SETS,
-    Run,
     check_full,
     check_shape_comments,
     evaluate,
     lookalike_gaps,
-    mask_for,
     read_comments,
 )
+from mha_site.runs import MLA_RUNS, RUNS, Run, mask_for
 
 # q, k, v; their three views; their three transposes; qk, attn, out (x3): one comment each.
 EXPECTED_COMMENTS = 14

@@ -33,6 +33,7 @@ import mha.full
 import mha.interop
 import mha.parallel
 from mha.rope import RotaryEmbedding
+from mha_site.runs import RUNS
 
 # The options a rank of mha.parallel.heads_on_rank sets for itself: its share of the heads, and
 # the biases (W_o's only on rank 0, so that the sum over the ranks adds it once).
@@ -217,11 +218,9 @@ def check_from_hf(
 
 def check_runs(options_cls: type = mha.full.Options, runs: list | None = None) -> list[str]:
     """Some shape-comment run sets each field to another value than its default."""
-    from mha_site.checkers.shape_comments import RUNS
-
     changed = {name for run in (RUNS if runs is None else runs) for name in run.options().changed()}
     return [
-        f"mha_site/checkers/shape_comments.py: no run of RUNS sets the option {name}, so its "
+        f"mha_site/runs.py: no run of RUNS sets the option {name}, so its "
         "lines' shape comments are checked by none"
         for name in _declared(options_cls)
         if name not in REQUIRED and name not in changed

@@ -1,0 +1,393 @@
+"""The configurations the site runs ``mha.full.MHA``, ``mha.mla.MLA`` and ``mha.tiled`` in.
+
+Each ``Run`` is one set of options and one call (sizes, mask, cache, positions); ``inputs`` builds
+its module and arguments, from the package's classes or from those of a mutated copy of a file.
+Two consumers read them: the shape sheet on the full version's page (``mha_site/shape_sheet.py``,
+a build step) runs ``RUNS``' site configuration and shows every shape, and the shape-comment
+checker (``mha_site/checkers/shape_comments.py``) runs every configuration and checks each
+comment. They live here, below both, so that no build step imports a checker.
+
+Examples:
+    >>> RUNS[0].name, RUNS[0].dims()["head_size"]
+    ('self/fast', 5)
+    >>> inputs(vars(mha.full), RUNS[0]).x.shape  # [batch_size, q_len, hidden_size]
+    torch.Size([2, 3, 20])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+import mha.full
+from mha.rope import RotaryEmbedding
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration of ``mha.full.MHA`` and its call."""
+
+    name: str
+    batch_size: int
+    q_len: int
+    heads_num: int
+    head_size: int
+    kv_heads: int | None = None  # None: heads_num
+    src_len: int | None = None  # cross-attention: the context's length; None: self-attention
+    cached: int = 0  # positions already in the cache (0: no cache)
+    context_cached: bool = False  # cross-attention whose cache holds the context's keys already
+    context_size: int | None = None  # the context's width; None: hidden_size
+    fast: bool = True
+    need_weights: bool = False
+    mask: str | None = None  # see `mask_for`
+    is_causal: bool = False
+    dropout: float = 0.0  # with dropout > 0 the run is in training mode
+    # The options of today's models: hidden_size None is heads_num * head_size (else head_size
+    # is passed explicitly); rotary_dims None is no rope; positions "batch" passes them
+    # [batch_size, q_len]; a window drops the cache's oldest positions before the call.
+    hidden_size: int | None = None
+    scale: float | None = None
+    qk_norm: bool = False
+    rotary_dims: int | None = None
+    positions: str | None = None
+    window: int | None = None
+    bias: bool | tuple[str, ...] = True
+    norm_eps: float = 1e-6
+    max_len: int | None = None  # the cache's max_len
+
+    class_name: ClassVar[str] = "MHA"
+
+    def options(self) -> mha.full.Options:
+        """The options of ``mha.full.MHA`` this run builds it with (its sizes, ``dims()``)."""
+        dims = self.dims()
+        return mha.full.Options(
+            dims["hidden_size"],
+            self.heads_num,
+            kv_heads=self.kv_heads,
+            dropout=self.dropout,
+            bias=self.bias,
+            fast=self.fast,
+            context_size=self.context_size,
+            head_size=None if self.hidden_size is None else self.head_size,
+            scale=self.scale,
+            qk_norm=self.qk_norm,
+            norm_eps=self.norm_eps,
+            rope=None if self.rotary_dims is None else RotaryEmbedding(self.rotary_dims),
+            window=self.window,
+        )
+
+    def call(self, namespace: dict) -> Call:
+        return inputs(namespace, self)
+
+    @property
+    def held(self) -> int:
+        """The cached positions the call attends over (a window keeps ``window - 1``)."""
+        return self.cached if self.window is None else min(self.cached, self.window - 1)
+
+    def dims(self) -> dict[str, int]:
+        src_len = self.q_len if self.src_len is None else self.src_len
+        hidden_size = (
+            self.heads_num * self.head_size if self.hidden_size is None else self.hidden_size
+        )
+        return {
+            "batch_size": self.batch_size,
+            "q_len": self.q_len,
+            "src_len": src_len,
+            "k_len": src_len + self.held,
+            "heads_num": self.heads_num,
+            "kv_heads": self.heads_num if self.kv_heads is None else self.kv_heads,
+            "head_size": self.head_size,
+            "hidden_size": hidden_size,
+            "context_size": hidden_size if self.context_size is None else self.context_size,
+            "rotary_dims": self.head_size if self.rotary_dims is None else self.rotary_dims,
+            "held": self.held,
+        }
+
+    def free_dims(self) -> dict[str, int]:
+        """The sizes this run sets freely, and the products the comments use: all must differ.
+
+        ``src_len`` is ``q_len`` in self-attention, ``k_len`` is ``src_len`` without a cache,
+        and ``kv_heads`` is ``heads_num`` without grouped-query attention: other runs tell those
+        apart.
+        """
+        dims = self.dims()
+        free = {n: dims[n] for n in ("batch_size", "q_len", "heads_num", "head_size")}
+        free["hidden_size"] = dims["hidden_size"]
+        free["1"] = 1  # a literal dimension ([..., q_len, 1])
+        if self.src_len is not None:
+            free["src_len"] = dims["src_len"]
+        if self.context_size is not None:
+            free["context_size"] = dims["context_size"]
+        if self.cached:
+            free["k_len"] = dims["k_len"]
+        if self.hidden_size is not None:
+            free["heads_num * head_size"] = dims["heads_num"] * dims["head_size"]
+        if self.rotary_dims is not None:
+            free["rotary_dims"] = self.rotary_dims
+        if self.window is not None and self.cached:
+            free["held"] = self.held
+        if dims["kv_heads"] != dims["heads_num"]:
+            free["kv_heads"] = dims["kv_heads"]
+            free["kv_heads * head_size"] = dims["kv_heads"] * dims["head_size"]
+        return free
+
+
+def mask_for(kind: str | None, dims: dict[str, int]) -> Tensor | None:
+    """The ``attn_mask`` of a run; each kind but ``None`` has a query that sees no key."""
+    b, heads, q, k = dims["batch_size"], dims["heads_num"], dims["q_len"], dims["k_len"]
+    if kind is None:
+        return None
+    if kind == "padding":  # [batch_size, 1, 1, k_len]; the last sequence is all padding
+        lengths = torch.tensor([k] * (b - 1) + [0])
+        return mha.full.padding_mask(lengths, k)
+    if kind == "bool-4d":  # [batch_size, heads_num, q_len, k_len]
+        mask = torch.rand(b, heads, q, k) < 0.5
+        mask[:, :, :, -1] = True
+        mask[0, 1, 2] = False
+        return mask
+    if kind == "bool-2d":  # [q_len, k_len]
+        mask = torch.ones(q, k, dtype=torch.bool)
+        mask[1] = False
+        return mask
+    if kind == "float-2d":  # [q_len, k_len], added to the scores
+        mask = torch.randn(q, k)
+        mask[0] = float("-inf")
+        return mask
+    raise ValueError(kind)
+
+
+# Two size sets: the site's sizes (no grouped-query attention), and one with kv_heads 2, where
+# batch_size moves to 6 so that it differs from kv_heads. src_len 7 for cross-attention; a cache of
+# 4 before 3 new positions gives k_len 7.
+SITE = dict(batch_size=2, q_len=3, heads_num=4, head_size=5)
+GQA = dict(batch_size=6, q_len=3, heads_num=4, head_size=5, kv_heads=2)
+# Today's models: a head_size that is not hidden_size / heads_num, 6 of its 9 dims rotated.
+TODAY = dict(batch_size=5, q_len=3, heads_num=4, head_size=9, kv_heads=2, hidden_size=11)
+
+RUNS = [
+    Run("self/fast", **SITE),
+    Run("self/math", **SITE, fast=False),
+    Run("self/gqa/fast/causal", **GQA, is_causal=True),
+    Run("self/gqa/fast/bool-2d", **GQA, mask="bool-2d"),
+    Run("self/math/bool-2d/dropout", **SITE, fast=False, mask="bool-2d", dropout=0.5),
+    Run("cross/fast/padding", **SITE, src_len=7, mask="padding"),
+    Run("cross/gqa/math/weights/bool-4d", **GQA, src_len=7, need_weights=True, mask="bool-4d"),
+    Run("cross/fast/float-2d", **SITE, src_len=7, mask="float-2d"),
+    Run("cross/gqa/math/float-2d", **GQA, src_len=7, fast=False, mask="float-2d"),
+    Run("cross/fast/causal", **SITE, src_len=7, is_causal=True),
+    Run("cache/gqa/fast/causal", **GQA, cached=4, is_causal=True),
+    Run(
+        "cache/math/weights/float-2d/causal",
+        **SITE,
+        cached=4,
+        need_weights=True,
+        mask="float-2d",
+        is_causal=True,
+    ),
+    Run("cache/gqa/fast/padding/causal", **GQA, cached=4, mask="padding", is_causal=True),
+    Run("cache/gqa/math/padding", **GQA, cached=4, fast=False, mask="padding"),
+    Run(
+        "cross/math/context_size/padding",
+        **SITE,
+        src_len=7,
+        context_size=9,
+        fast=False,
+        mask="padding",
+    ),
+    Run(
+        "cross/gqa/fast/context_size/context-cached/causal",
+        **GQA,
+        src_len=7,
+        context_size=9,
+        context_cached=True,
+        is_causal=True,
+    ),
+    Run(
+        "today/fast/rope/qk_norm/scale/cache/causal",
+        **TODAY,
+        rotary_dims=6,
+        qk_norm=True,
+        scale=0.3,
+        cached=4,
+        is_causal=True,
+        bias=("W_q", "W_k", "W_v"),
+        norm_eps=1e-5,
+    ),
+    Run(
+        "today/math/rope/positions/window/cache/qk_norm/padding/causal",
+        **TODAY,
+        rotary_dims=6,
+        qk_norm=True,
+        scale=0.3,
+        fast=False,
+        positions="batch",
+        window=8,
+        cached=8,
+        mask="padding",
+        is_causal=True,
+        max_len=7,  # the 7 held and 3 new positions are more: only the kept ones are written
+    ),
+    Run(
+        "cross/today/math/qk_norm/scale/float-2d",
+        **TODAY,
+        src_len=7,
+        qk_norm=True,
+        scale=0.3,
+        fast=False,
+        mask="float-2d",
+    ),
+]
+
+
+@dataclass
+class Call:
+    """A run's model and its arguments: ``model(x, context, **options)``."""
+
+    model: torch.nn.Module
+    x: Tensor
+    context: Tensor | None
+    options: dict
+
+    def run(self):
+        args = (self.x,) if self.context is None else (self.x, self.context)
+        return self.model(*args, **self.options)
+
+
+def inputs(namespace: dict, run: Run) -> Call:
+    """``namespace['MHA']`` built as ``run`` says, and the arguments of its call."""
+    dims = run.dims()
+    torch.manual_seed(0)
+    # The class of the namespace (a mutated copy of the file, maybe): built from the run's
+    # options as keywords, not from_options, which would check them against its own Options
+    model = namespace["MHA"](**vars(run.options())).train(run.dropout > 0)
+    x = torch.randn(run.batch_size, run.q_len, dims["hidden_size"])
+    context = None
+    if run.src_len is not None:
+        context = torch.randn(run.batch_size, run.src_len, dims["context_size"])
+    cache = None
+    if run.context_cached:  # a first call, without the tracer, puts the context's keys in it
+        cache = namespace["KVCache"]()
+        model(x, context, cache=cache)
+    if run.cached:  # a prefill, without the tracer: [batch_size, kv_heads, cached, head_size]
+        cache = namespace["KVCache"](run.max_len)
+        shape = (run.batch_size, dims["kv_heads"], run.cached, run.head_size)
+        if run.window is None:
+            cache.append(torch.randn(shape), torch.randn(shape))
+        else:  # as a windowed call leaves it: the window - 1 latest held
+            cache.append_windowed(torch.randn(shape), torch.randn(shape), run.window - 1)
+            cache.keep_last(run.window - 1)
+    # A mask covers every position, those a window's cache dropped too
+    mask = mask_for(run.mask, {**dims, "k_len": dims["src_len"] + run.cached})
+    options = dict(
+        attn_mask=mask, is_causal=run.is_causal, cache=cache, need_weights=run.need_weights
+    )
+    if run.positions == "batch":  # each row its own positions, after the cache's
+        start = torch.arange(run.batch_size)[:, None]
+        options["positions"] = start + torch.arange(run.cached, run.cached + run.q_len)
+    return Call(model, x, context, options)
+
+
+@dataclass(frozen=True)
+class MlaRun:
+    """One configuration of ``mha.mla.MLA`` and its call, after a prefill of ``cached``
+    positions (made without the tracer)."""
+
+    name: str
+    q_rank: int | None  # None: one query projection W_q
+    absorb: bool
+    mask: str | None = None  # see `mask_for`
+    is_causal: bool = False
+    positions: str | None = None  # "batch": [batch_size, q_len], after the cache's
+    batch_size: int = 2
+    q_len: int = 3
+    heads_num: int = 4
+    nope_dims: int = 5
+    rope_dims: int = 6
+    v_dims: int = 7
+    kv_rank: int = 8
+    hidden_size: int = 16
+    cached: int = 10
+    class_name: ClassVar[str] = "MLA"
+
+    def dims(self) -> dict[str, int]:
+        names = ("batch_size", "q_len", "heads_num", "nope_dims", "rope_dims", "v_dims")
+        dims = {n: getattr(self, n) for n in names}
+        dims.update(kv_rank=self.kv_rank, hidden_size=self.hidden_size)
+        dims.update(q_rank=self.q_rank or 9, k_len=self.q_len + self.cached)
+        return dims
+
+    def call(self, namespace: dict) -> Call:
+        torch.manual_seed(0)
+        model = namespace["MLA"](
+            self.hidden_size,
+            self.heads_num,
+            q_lora_rank=self.q_rank,
+            kv_lora_rank=self.kv_rank,
+            qk_nope_head_dim=self.nope_dims,
+            qk_rope_head_dim=self.rope_dims,
+            v_head_dim=self.v_dims,
+        )
+        cache = namespace["LatentCache"]()
+        model(torch.randn(self.batch_size, self.cached, self.hidden_size), cache=cache)
+        options = dict(
+            attn_mask=mask_for(self.mask, {**self.dims(), "heads_num": self.heads_num}),
+            is_causal=self.is_causal,
+            cache=cache,
+            absorb=self.absorb,
+        )
+        if self.positions == "batch":
+            start = torch.arange(self.batch_size)[:, None]
+            options["positions"] = start + torch.arange(self.cached, self.cached + self.q_len)
+        x = torch.randn(self.batch_size, self.q_len, self.hidden_size)
+        return Call(model, x, None, options)
+
+
+# Sizes all different (and from the sums and products the comments use); a cache of 10 positions
+# before 3 new ones gives k_len 13. Both query paths, both modes, each kind of mask.
+MLA_RUNS = [
+    MlaRun("mla/bottleneck/expanded/causal", q_rank=9, absorb=False, is_causal=True),
+    MlaRun(
+        "mla/bottleneck/absorbed/padding/causal",
+        q_rank=9,
+        absorb=True,
+        mask="padding",
+        is_causal=True,
+    ),
+    MlaRun("mla/direct/expanded/float-2d", q_rank=None, absorb=False, mask="float-2d"),
+    MlaRun(
+        "mla/direct/absorbed/positions/bool-2d",
+        q_rank=None,
+        absorb=True,
+        mask="bool-2d",
+        positions="batch",
+    ),
+    MlaRun("mla/direct/absorbed/no-mask", q_rank=None, absorb=True),
+]
+
+
+@dataclass(frozen=True)
+class TiledRun:
+    """One call of ``mha.tiled.TiledAttention`` (its keys a whole number of blocks, so every
+    block has ``block`` keys)."""
+
+    name: str
+    is_causal: bool
+    class_name: ClassVar[str] = "TiledAttention"
+
+    def dims(self) -> dict[str, int]:
+        return dict(batch_size=2, heads_num=4, q_len=5, k_len=9, head_size=6, v_size=7, block=3)
+
+    def call(self, namespace: dict) -> Call:
+        d = self.dims()
+        torch.manual_seed(0)
+        q = torch.randn(d["batch_size"], d["heads_num"], d["q_len"], d["head_size"])
+        k = torch.randn(d["batch_size"], d["heads_num"], d["k_len"], d["head_size"])
+        v = torch.randn(d["batch_size"], d["heads_num"], d["k_len"], d["v_size"])
+        model = namespace["TiledAttention"](d["block"])
+        return Call(model, q, None, dict(k=k, v=v, is_causal=self.is_causal))
+
+
+TILED_RUNS = [TiledRun("tiled/causal", True), TiledRun("tiled/plain", False)]
