@@ -242,8 +242,8 @@ class KVCache:
                 # inference mode): take one twice as long (or max_len long) and copy what it held
                 capacity = max(end, 2 * start) if self.max_len is None else self.max_len
                 with _ordinary_tensors():
-                    self._keys = _grown(self._keys, keys, start, capacity)
-                    self._values = _grown(self._values, values, start, capacity)
+                    self._keys = _grown(self._keys, keys, start, capacity)  # [batch_size, kv_heads, capacity, head_size]
+                    self._values = _grown(self._values, values, start, capacity)  # [batch_size, kv_heads, capacity, head_size]
             # 只写入新的位置：之前取出的 keys、values 视图不受影响
             # Write the new positions only: views of keys and values taken earlier stay unchanged
             self._keys[:, :, start:end] = keys

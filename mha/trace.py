@@ -168,9 +168,16 @@ class Assignment:
 
 
 def _names(target: ast.expr) -> tuple[str, ...] | None:
-    """The local names a target binds (``q`` or ``q_len, k_len``); ``None`` for ``self.x``."""
+    """The names a target binds: locals (``q`` or ``q_len, k_len``) or one attribute of ``self``
+    (``self._keys``, a cache's buffer); ``None`` for anything else."""
     if isinstance(target, ast.Name):
         return (target.id,)
+    if (
+        isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    ):
+        return (f"self.{target.attr}",)
     if isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
         return tuple(e.id for e in target.elts)
     return None
@@ -187,13 +194,10 @@ def _assignments_in(
             if not isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if len(targets) != 1:
-                raise NotImplementedError(
-                    f"line {node.lineno + offset}: only `name = ...` is supported"
-                )
-            names = _names(targets[0])
-            if names is None:
-                continue  # self.x = ...: not a local, no shape to record
+            bound = [_names(target) for target in targets]  # a = b = ...: each target's names
+            if None in bound:
+                continue  # a subscript, or self.a.b = ...: no name to record a shape under
+            names = tuple(name for names in bound for name in names)
             comment = comments.get(node.end_lineno)
             lines = (node.lineno + offset, node.end_lineno + offset)
             found.append((Assignment(names, *lines, comment), node))
@@ -279,6 +283,8 @@ def trace_locals(
 
     def after(frame, line):
         tensors = {n: tuple(v.shape) for n, v in frame.f_locals.items() if isinstance(v, Tensor)}
+        held = getattr(frame.f_locals.get("self"), "__dict__", {})  # self._keys and the like
+        tensors |= {f"self.{n}": tuple(v.shape) for n, v in held.items() if isinstance(v, Tensor)}
         executed.append((line, tensors))
 
     try:

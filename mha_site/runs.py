@@ -391,3 +391,49 @@ class TiledRun:
 
 
 TILED_RUNS = [TiledRun("tiled/causal", True), TiledRun("tiled/plain", False)]
+
+
+@dataclass(frozen=True)
+class CacheRun:
+    """One call of a ``mha.cache.KVCache`` method, from a state built before the tracer starts:
+    ``append`` that concatenates (autograd sees the cache), ``append`` that first moves what a
+    sliding window kept to the front of the buffer, and ``reorder``."""
+
+    name: str
+    method: str
+    class_name: ClassVar[str] = "KVCache"
+
+    def dims(self) -> dict[str, int]:
+        # held 4 of 11 written (a window's keep_last(4) dropped 7: the offset), 6 new
+        return dict(
+            batch_size=2, kv_heads=3, head_size=5, held=4, new_len=6, capacity=11, offset=7,
+            new_batch_size=8,
+        )  # fmt: skip
+
+    def call(self, namespace: dict) -> Call:
+        d = self.dims()
+        torch.manual_seed(0)
+
+        def kv(length: int, grad: bool = False) -> Tensor:
+            shape = (d["batch_size"], d["kv_heads"], length, d["head_size"])
+            return torch.randn(shape, requires_grad=grad)
+
+        # Preallocated (max_len = capacity) but for "cat": the buffer keeps its length throughout
+        cache = namespace["KVCache"](None if self.method == "cat" else d["capacity"])
+        if self.method == "cat":  # 4 held, then 6 new whose queries require grad
+            cache.append(kv(d["held"]), kv(d["held"]))
+            keys, values = kv(d["new_len"], grad=True), kv(d["new_len"], grad=True)
+            return Call(cache.append, keys, values, dict(queries=keys))
+        cache.append(kv(d["capacity"]), kv(d["capacity"]))  # the buffer full: 11 positions
+        cache.keep_last(d["held"])  # a window keeps the 4 latest: 7 dropped from the front
+        if self.method == "move":  # 7 + 4 + 6 > 11: the 4 held move to the front first
+            return Call(cache.append, kv(d["new_len"]), kv(d["new_len"]), {})
+        index = torch.arange(d["new_batch_size"]) % d["batch_size"]  # [new_batch_size]
+        return Call(cache.reorder, index, None, {})
+
+
+CACHE_RUNS = [
+    CacheRun("cache/cat", "cat"),
+    CacheRun("cache/move", "move"),
+    CacheRun("cache/reorder", "reorder"),
+]

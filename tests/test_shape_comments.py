@@ -526,12 +526,13 @@ def test_the_checker_names_the_file_and_line_of_each_problem():
 MLA_SOURCE = inspect.getsource(mha.mla)
 
 
-def test_a_dimension_may_sum_and_multiply_names_in_parentheses():
+def test_a_dimension_may_sum_subtract_and_multiply_names_in_parentheses():
     names = {"heads_num": 4, "nope_dims": 5, "rope_dims": 6}
     assert evaluate("heads_num * (nope_dims + rope_dims)", names) == (44, [])
     assert evaluate("nope_dims + 2", names) == (7, [])
+    assert evaluate("rope_dims - heads_num", names) == (2, [])  # a cache's capacity - offset
     assert evaluate("heads_num * v_dims", names) == (None, ["v_dims"])
-    assert evaluate("heads_num - 1", names) == (None, ["heads_num - 1"])  # no other operator
+    assert evaluate("heads_num // 2", names) == (None, ["heads_num // 2"])  # no other operator
 
 
 def test_every_mla_comment_is_checked_in_both_modes_and_a_wrong_one_is_reported_where_it_runs():
@@ -552,3 +553,27 @@ def test_every_mla_comment_is_checked_in_both_modes_and_a_wrong_one_is_reported_
     assert sorted(runs_reporting(report.mismatches, line)) == sorted(
         r.name for r in MLA_RUNS if r.absorb
     )
+
+
+# ---- the cache's buffers ------------------------------------------------------------------------
+
+
+def test_a_wrong_comment_on_a_cache_buffer_is_caught():
+    """``mha/cache.py``'s comments are on ``self._keys = ...`` lines: the tracer records the
+    attributes of ``self`` too, and a comment that states the buffer's length instead of what the
+    move keeps fails the move's run."""
+    import mha.cache
+    from mha_site.runs import CACHE_RUNS
+
+    source = inspect.getsource(mha.cache)
+    right = check_full(source, vars(mha.cache), CACHE_RUNS, commented_only=True)
+    assert right.failures == [] and sum(r.checked for r in right.runs.values()) == 8
+    wrong = source.replace(
+        ".clone()  # [batch_size, kv_heads, capacity - offset, head_size]",
+        ".clone()  # [batch_size, kv_heads, capacity, head_size]",
+        1,
+    )
+    assert wrong != source
+    report = check_full(wrong, executed(wrong, mha.cache.__file__), CACHE_RUNS, commented_only=True)
+    (mismatch,) = report.mismatches
+    assert mismatch.startswith("[cache/move] line ") and "real shape [2, 3, 4, 5]" in mismatch

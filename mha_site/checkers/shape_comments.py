@@ -1,23 +1,27 @@
-"""Every shape comment in ``mha/annotated.py``, ``mha/full.py``, ``mha/mla.py`` and ``mha/tiled.py``
-is true: read them, run, compare.
+"""Every shape comment in ``mha/annotated.py``, ``mha/full.py``, ``mha/cache.py``, ``mha/mla.py``
+and ``mha/tiled.py`` is true: read them, run, compare.
 
 A shape comment is a trailing ``# [batch_size, seq_len, ...]`` on an assignment line of a method of
-the class ``MHA`` (``MLA`` in ``mla.py``). ``mha.trace`` reads them from the source text (``ast``
-for the statements, ``tokenize`` for the comments) and runs ``forward`` under its tracer, which
-records, in every frame of the class's methods (``forward`` and what it calls: ``_weights``,
-``_mask``, ...), the real shape of the variable each statement assigns; this checker compares the
-two with the dimension names replaced by numbers. A dimension is a name, a number, or their sums
-and products with parentheses (``kv_heads * head_size``, ``heads_num * (nope_dims + rope_dims)``);
-a leading ``...`` (``[..., q_len, k_len]``) states only the trailing dimensions, for a mask whose
-leading ones are whatever the caller's mask has. Every tensor a method assigns must have a
-comment.
+the class ``MHA`` (``KVCache`` in ``cache.py``, ``MLA`` in ``mla.py``): to a local, or to an
+attribute of ``self`` (a cache's buffer, ``self._keys``). ``mha.trace`` reads them from the source
+text (``ast`` for the statements, ``tokenize`` for the comments) and runs ``forward`` under its
+tracer, which records, in every frame of the class's methods (``forward`` and what it calls:
+``_weights``, ``_mask``, ...), the real shape of the variable each statement assigns; this checker
+compares the two with the dimension names replaced by numbers. A dimension is a name, a number, or
+their sums, differences and products with parentheses (``kv_heads * head_size``, ``heads_num *
+(nope_dims + rope_dims)``); a leading ``...`` (``[..., q_len, k_len]``) states only the trailing
+dimensions, for a mask whose leading ones are whatever the caller's mask has. Every tensor a method
+assigns must have a comment.
 
 Sizes are all different within a run (batch 2, seq 3, heads 4, head 5, hidden 20 for the annotated
 class), so a swapped pair of dimensions cannot pass by accident. ``full.py`` runs in several
 configurations (``RUNS``: self- and cross-attention, a prefilled cache, grouped-query attention,
 both paths, ``need_weights``, masks with a fully masked row, ``is_causal``, today's options),
-``mla.py`` in both query paths and both decoding modes (``MLA_RUNS``), ``tiled.py`` with and
-without the causal mask (``TILED_RUNS``), so a comment that only
+``cache.py``'s ``KVCache`` in the calls that write its buffers (``CACHE_RUNS``: concatenated,
+moved to the front after a sliding window dropped positions, reordered; there a line no run
+reaches fails only if it has a comment), ``mla.py`` in both query paths and both decoding modes
+(``MLA_RUNS``), ``tiled.py`` with and without the causal mask (``TILED_RUNS``); the runs live in
+``mha_site/runs.py``. So a comment that only
 holds in one of them is caught, a comment that no configuration checks is a failure, and so is a
 name that equals another name in every run that checks it (``lookalike_gaps``).
 
@@ -36,12 +40,13 @@ from pathlib import Path
 import torch
 
 import mha.annotated
+import mha.cache
 import mha.full
 import mha.mla
 import mha.tiled
 from mha.trace import Assignment, assignments, named_sizes, trace_locals
 from mha_site.languages import ROOT
-from mha_site.runs import MLA_RUNS, RUNS, TILED_RUNS, MlaRun, Run
+from mha_site.runs import CACHE_RUNS, MLA_RUNS, RUNS, TILED_RUNS, MlaRun, Run
 
 ELLIPSIS = "..."
 
@@ -78,16 +83,16 @@ def read_comments(source: str, class_name: str = "MHA") -> tuple[list[Assignment
 
 
 def _dimension(dimension: str) -> ast.expr | None:
-    """A dimension as an expression of names and whole numbers joined by ``*`` and ``+``, with
-    parentheses (``heads_num * (nope_dims + rope_dims)``); ``None`` for anything else."""
+    """A dimension as an expression of names and whole numbers joined by ``*``, ``+`` and ``-``,
+    with parentheses (``heads_num * (nope_dims + rope_dims)``); ``None`` for anything else."""
     try:
         tree = ast.parse(dimension, mode="eval").body
     except SyntaxError:
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add | ast.Sub):
             continue
-        if isinstance(node, ast.Mult | ast.Add | ast.Name | ast.Load):
+        if isinstance(node, ast.Mult | ast.Add | ast.Sub | ast.Name | ast.Load):
             continue
         if isinstance(node, ast.Constant) and type(node.value) is int:
             continue
@@ -107,6 +112,8 @@ def evaluate(dimension: str, names: dict[str, int]) -> tuple[int | None, list[st
     def value(node: ast.expr) -> int:
         if isinstance(node, ast.BinOp):
             left, right = value(node.left), value(node.right)
+            if isinstance(node.op, ast.Sub):
+                return left - right
             return left * right if isinstance(node.op, ast.Mult) else left + right
         return names[node.id] if isinstance(node, ast.Name) else node.value
 
@@ -223,12 +230,19 @@ class FullReport:
         return self.mismatches + self.problems + self.never_ran + self.never_checked + self.stray
 
 
-def check_full(source: str, namespace: dict, runs: list[Run] | list[MlaRun] = RUNS) -> FullReport:
+def check_full(
+    source: str,
+    namespace: dict,
+    runs: list[Run] | list[MlaRun] = RUNS,
+    *,
+    commented_only: bool = False,
+) -> FullReport:
     """Check every shape comment of the runs' class's methods in ``source`` over ``runs``
     (``mha.full.MHA`` over ``RUNS``, ``mha.mla.MLA`` over ``MLA_RUNS``).
 
     ``namespace`` holds the classes to run: the package module's, or those of ``source``
-    executed (a mutated copy).
+    executed (a mutated copy). ``commented_only``: a line that no run reaches is a failure only
+    if it has a shape comment (a cache's ``__repr__`` need not run for its comments to be checked).
     """
     found, stray = read_comments(source, runs[0].class_name)
     reports = {}
@@ -242,7 +256,7 @@ def check_full(source: str, namespace: dict, runs: list[Run] | list[MlaRun] = RU
     never_ran = [
         f"line {a.first_line}: `{a.target} = ...` never ran in any configuration"
         for a in found
-        if statuses[a.first_line] == {"not run"}
+        if statuses[a.first_line] == {"not run"} and (a.comment is not None or not commented_only)
     ]
     never_checked = [
         f"line {a.last_line}: the comment on `{a.target} = ...` was checked in no configuration"
@@ -350,6 +364,11 @@ def check() -> list[str]:
     found += [located(path, m) for m in report.failures]
     assigned, _ = assignments(tiled, "TiledAttention")
     found += [located(path, m) for m in lookalike_gaps(report, assigned, TILED_RUNS, tiled)]
+    cache, path = inspect.getsource(mha.cache), _path(mha.cache)
+    report = check_full(cache, vars(mha.cache), CACHE_RUNS, commented_only=True)
+    found += [located(path, m) for m in report.failures]
+    assigned, _ = assignments(cache, "KVCache")
+    found += [located(path, m) for m in lookalike_gaps(report, assigned, CACHE_RUNS, cache)]
     mla, path = inspect.getsource(mha.mla), _path(mha.mla)
     report = check_full(mla, vars(mha.mla), MLA_RUNS)
     found += [located(path, m) for m in report.failures]
