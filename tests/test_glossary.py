@@ -16,6 +16,7 @@ from mha_site.checkers.glossary import (
     Row,
     chinese_text,
     find_avoided,
+    find_english_comments,
     find_mixed_modes,
     find_ordinals,
     find_ranges,
@@ -88,6 +89,58 @@ def test_zh_page_writes_ranges_with_an_en_dash(page):
 def test_zh_page_keeps_eval_mode_and_inference_mode_apart(page):
     hits = hits_on(page, find_mixed_modes)
     assert hits == [], f"评估模式 is model.eval(), 推理模式 torch.inference_mode():\n{report(hits)}"
+
+
+@pytest.mark.parametrize("page", ZH_PAGES, ids=lambda p: p.name)
+def test_zh_page_comments_are_chinese_or_code(page):
+    hits = hits_on(page, find_english_comments)
+    assert hits == [], f"comments in Chinese (see docs/zh/glossary.md#notes):\n{report(hits)}"
+
+
+PLANTED_PAGE = """# 草稿
+
+<!-- invisible-code-block: python
+words = ["the", "cat"]
+-->
+
+```python
+def heads(x, block_size):
+    \"\"\"Split x into heads.\"\"\"
+    return x.view(2, 3, 4, 5)  # [batch_size, q_len, heads_num, head_size]
+
+x = torch.zeros(2, 3, 20)  # [batch_size, q_len, 20]
+y = x[:, :, :6]  # 0 to 6
+z = x.sum()  # block 1 raises m
+e = [x, x]  # the
+f = heads(x, 4)  # block_size = 4，x.view 的结果
+g = x.mean(-1)  # need_weights=True, q_len 3 = k_len 3
+h = x.exp()  # e^(m - m_new)
+```
+
+```pycon
+>>> x.shape  # the shape, printed
+torch.Size([2, 3, 20])
+```
+"""
+
+
+def test_an_english_comment_or_docstring_fails_and_code_passes():
+    hits = find_english_comments(PLANTED_PAGE, "draft.md")
+    assert [(h.line, h.variant) for h in hits] == [
+        (9, '"""Split x into heads."""'),
+        (13, "# 0 to 6"),
+        (14, "# block 1 raises m"),
+        (22, "# the shape, printed"),
+    ], hits
+
+
+def test_shapes_names_and_word_lists_pass_as_code():
+    page = "```python\nwords = ['cat']\nw = words  # cat\n"
+    page += "s = x.size()  # [batch_size, steps]\n```\n"
+    assert find_english_comments(page, "x") == []
+    assert [h.variant for h in find_english_comments(page.replace("# cat", "# dog"), "x")] == [
+        "# dog"
+    ]
 
 
 @pytest.mark.parametrize("row", ZH_ROWS, ids=lambda r: r.english)

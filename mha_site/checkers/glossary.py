@@ -19,15 +19,17 @@ with an optional plural ``s``.
 
 from __future__ import annotations
 
+import ast
 import functools
 import io
+import keyword
 import re
 import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from mha_site.include_language import find_comment
+from mha_site.include_language import NEUTRAL, find_comment
 from mha_site.languages import DEFAULT, ROOT
 from mha_site.markdown import CHINESE, autodoc_identifiers, code_blocks, include_targets
 
@@ -257,6 +259,111 @@ def find_mixed_modes(text: str, where: str, kind: str = "markdown") -> list[Hit]
     return hits
 
 
+# The comments of a zh page's code blocks are Chinese, or code: a comment without Chinese passes
+# when, with its shapes ([batch_size, q_len, 20]), inline code and identifier-like words
+# (q_len, float32, torch.softmax, docs/assets) taken out, every word of two or more Latin letters
+# left is a name of the page's code (an identifier that is not a keyword or an attribute, or a
+# word of a string literal: the "# cat" of a list of words) or True, False, None. Single letters
+# pass (m, e, T: math). So "# block 1 raises m" and "# 0 to 6" are caught, "# [batch_size,
+# steps]", "# k_len = src_len" and "# need_weights=True" pass. A docstring (a string statement)
+# without Chinese is caught too: string literals are the same in both languages (the parity
+# checker), so a docstring cannot be translated: write it as a comment. Tool directives (noqa,
+# type:, fmt:) and Material's annotations (# (1)!) pass.
+COMMENTED = {"python", "py", "pycon", "bash", "sh", "shell", "console"}
+SHAPE = re.compile(r"\[[^\]]*\]")
+ANNOTATION = re.compile(r"#[ \t]*\(\d+\)!?")
+IDENTIFIER_LIKE = re.compile(r"[\w.]*(?:[_\d]|\w[./]\w)[\w./]*")
+WORD = re.compile(r"[A-Za-z]{2,}")
+CONSTANTS = {"True", "False", "None"}
+PROMPT = re.compile(r"^[ \t]*(?:>>>|\.\.\.)(?: |$)")
+
+
+def block_source(body: str) -> list[tuple[int, str]]:
+    """(offset, line) of the lines of a block that are code: a doctest block's prompt lines
+    without their prompt (its output is not code), every line of another block."""
+    lines = body.splitlines()
+    if not any(PROMPT.match(line) for line in lines):
+        return list(enumerate(lines))
+    return [
+        (i, PROMPT.sub("", line, count=1)) for i, line in enumerate(lines) if PROMPT.match(line)
+    ]
+
+
+def code_names(source: str) -> set[str]:
+    """The names of Python ``source``: its identifiers (not keywords, not attributes after a
+    dot) and the words of its string literals; what a comment without Chinese may name."""
+    names: set[str] = set()
+    previous = ""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            name = token.type == tokenize.NAME and not keyword.iskeyword(token.string)
+            if name and previous != ".":
+                names.add(token.string)
+            elif token.type == tokenize.STRING:
+                names.update(WORD.findall(token.string))
+            if token.type not in (tokenize.COMMENT, tokenize.NL):
+                previous = token.string
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # a block that does not tokenize to its end: the names read so far
+    return names
+
+
+def is_code_comment(comment: str, names: set[str]) -> bool:
+    """Whether a comment without Chinese is only code: a shape, a formula, names of the page's
+    code (see above), or a tool directive."""
+    comment = comment.strip()
+    if NEUTRAL.fullmatch(comment) or ANNOTATION.fullmatch(comment):
+        return True
+    rest = IDENTIFIER_LIKE.sub(" ", INLINE_CODE.sub(" ", SHAPE.sub(" ", comment.lstrip("#"))))
+    return all(word in names or word in CONSTANTS for word in WORD.findall(rest))
+
+
+def docstring_lines(source: str) -> list[int]:
+    """The lines (from 1) of the string statements without Chinese in Python ``source``, which
+    does not parse: none."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and not CHINESE.search(node.value.value)
+    ]
+
+
+def find_english_comments(text: str, where: str, kind: str = "markdown") -> list[Hit]:
+    """Comments and docstrings of a zh page's code blocks that are neither Chinese nor code (the
+    rule above). Included source files are not read: their comments are the build's concern
+    (``mha_site/include_language.py``)."""
+    if kind != "markdown":
+        return []
+    blocks = [b for b in code_blocks(text) if b.language.lower() in COMMENTED]
+    sources = {b.start: block_source(b.body) for b in blocks}
+    names = set()
+    for lines in sources.values():
+        names |= code_names("\n".join(line for _, line in lines) + "\n")
+    hits = []
+    for block in blocks:
+        quote: str | None = None
+        lines = sources[block.start]
+        for offset, line in lines:
+            start, quote = find_comment(line, quote)
+            comment = line[start:]
+            if comment and not CHINESE.search(comment) and not is_code_comment(comment, names):
+                hits.append(Hit(where, block.line + 1 + offset, comment.strip(), "中文注释"))
+        if block.language.lower() in ("python", "py", "pycon"):
+            source = "\n".join(line for _, line in lines) + "\n"
+            for number in docstring_lines(source):
+                offset = lines[number - 1][0]
+                docstring = lines[number - 1][1].strip()
+                hits.append(Hit(where, block.line + 1 + offset, docstring, "中文的 # 注释"))
+    return sorted(hits, key=lambda hit: hit.line)
+
+
 def find_avoided_in_glossary(text: str, where: str, kind: str = "markdown") -> list[Hit]:
     """``find_avoided`` with the rows of the zh glossary."""
     return find_avoided(text, zh_rows(), where, kind)
@@ -267,6 +374,7 @@ FINDERS: dict[str, tuple[Callable[..., list[Hit]], str]] = {
     "ordinals": (find_ordinals, "write 头 0、行 0–19 (see docs/zh/glossary.md#notes)"),
     "ranges": (find_ranges, "write 0–4 (see docs/zh/glossary.md#notes)"),
     "modes": (find_mixed_modes, "评估模式 is model.eval(), 推理模式 torch.inference_mode()"),
+    "comments": (find_english_comments, "comment in Chinese (see docs/zh/glossary.md#notes)"),
 }
 """The checks of a page, by name: the finder (``find(text, where, kind)``) and what to do."""
 
