@@ -201,7 +201,8 @@ def line_plot(
             f' stroke-width="2"{dash_attr} data-impl="{impl}"/>'
         )
         for r, (x, y) in zip(mine, points, strict=True):
-            tip = f"{label}, L = {r['seq_len']}: {number(r[field])} {unit}".rstrip()
+            comma = tr(language, ", ", "，")
+            tip = f"{label}{comma}L = {r['seq_len']}: {number(r[field])} {unit}".rstrip()
             svg.parts.append(
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" class="{text_cls}" fill="{colour}"'
                 f' data-impl="{impl}" data-seq-len="{r["seq_len"]}" data-value="{r[field]!r}">'
@@ -450,9 +451,9 @@ def table_decode(results: dict, language: str) -> str:
 def table_generate(results: dict, language: str) -> str:
     header = [
         tr(language, "prompts", "提示数"),
-        tr(language, "new positions each", "每个续写的位置数"),
-        tr(language, "with the cache (tokens/s)", "用缓存（位置/秒）"),
-        tr(language, "recomputing (tokens/s)", "整段重算（位置/秒）"),
+        tr(language, "new positions each", "每个提示续写的字符数"),
+        tr(language, "with the cache (tokens/s)", "用缓存（字符/秒）"),
+        tr(language, "recomputing (tokens/s)", "整段重算（字符/秒）"),
         tr(language, "speed-up", "加速倍数"),
     ]
     rows = [
@@ -559,10 +560,20 @@ def table_targets(results: dict, language: str) -> str:
     return markdown_table(header, rows, "left") + "\n\n" + intro + "\n\n" + "\n".join(reasons)
 
 
+# The attentions of the MLA table, by their names in the file (mha.bench.cases.mla.ATTENTIONS):
+# the English page shows the names, the Chinese page the terms its prose uses for them.
+MLA_LABELS = {
+    "mha": ("mha", "普通注意力"),
+    "gqa": ("gqa", "分组查询注意力"),
+    "mla-expanded": ("mla-expanded", "MLA 展开"),
+    "mla-absorbed": ("mla-absorbed", "MLA 吸收"),
+}
+
+
 def table_mla(results: dict, language: str) -> str:
     """One decoding step (ms) per length and attention, then the cache's bytes per position."""
     names = list(dict.fromkeys(r["attention"] for r in results["mla"]))
-    header = ["L", *names]
+    header = ["L", *(tr(language, *MLA_LABELS.get(n, (n, n))) for n in names)]
     by = {(r["seq_len"], r["attention"]): r for r in results["mla"]}
     seqs = sorted({r["seq_len"] for r in results["mla"]})
     rows = [[str(q)] + [number(by[q, n]["step_ms"]) for n in names] for q in seqs]
@@ -587,7 +598,7 @@ def table_tiled_memory(results: dict, language: str) -> str:
     rows = results["tiled_memory"]
     names = list(dict.fromkeys(r["attention"] for r in rows))
     by = {(r["seq_len"], r["attention"]): r["peak_growth_mb"] for r in rows}
-    labels = {"written-out": ("written out (MB)", "完整写出（MB）")}
+    labels = {"written-out": ("written out (MB)", "不分块（MB）")}
     header = ["L"] + [
         tr(
             language,

@@ -39,7 +39,7 @@ def ring_steps_picture(language: str) -> str:
         svg.text(
             x + CELL_W / 2,
             top - 8,
-            tr(language, f"step {step}", f"第 {step} 步"),
+            tr(language, f"step {step}", f"步 {step}"),
             anchor="middle",
             bold=True,
         )

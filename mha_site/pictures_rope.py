@@ -43,7 +43,7 @@ def rope_turns_picture(language: str) -> str:
         language,
         "RoPE turns each pair of a head by its own angle per position: pair 0 by 1 radian, "
         "pair 3 by 0.001",
-        "RoPE 让一个头的每对维度每个位置各转一个角度：第 0 对转 1 弧度，第 3 对只转 0.001 弧度",
+        "RoPE 让一个头的每对维度每个位置各转一个角度：对 0 转 1 弧度，对 3 只转 0.001 弧度",
     )
     svg = Svg("rope-turns", title)
     top = 4 + FONT
@@ -51,7 +51,7 @@ def rope_turns_picture(language: str) -> str:
     for pair, points in turns().items():
         cx = 24 + RADIUS + pair * (2 * RADIUS + GAP)
         head = pair % 4
-        svg.text(cx, top, tr(language, f"pair {pair}", f"第 {pair} 对"), anchor="middle", bold=True)
+        svg.text(cx, top, tr(language, f"pair {pair}", f"对 {pair}"), anchor="middle", bold=True)
         dims = f"dims {pair}, {pair + ROTARY_DIMS // 2}"
         dims_zh = f"第 {pair}、{pair + ROTARY_DIMS // 2} 维"
         svg.text(cx, top + FONT + 4, tr(language, dims, dims_zh), anchor="middle", size=SMALL)

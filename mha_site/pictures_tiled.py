@@ -100,7 +100,7 @@ def tiled_running_picture(language: str) -> str:
 
 
 LABELS = {
-    "written-out": ("written-out scores", "完整写出分数"),
+    "written-out": ("written-out scores", "不分块"),
     "tiled-256": ("tiled, blocks of 256", "分块，每块 256"),
     "tiled-64": ("tiled, blocks of 64", "分块，每块 64"),
 }

@@ -252,7 +252,7 @@ def test_glossary_has_the_path_mode_and_memory_terms():
         ("每个键、值头供两个查询头共用。", [("键、值头", "键/值头")]),
         ("加载纯享版的 checkpoint。", [("checkpoint", "权重文件")]),
         ("见掩码一章。", [("一章", "一页")]),
-        ("设计稿逐步写出的注意力。", [("设计稿", "原文")]),
+        ("设计稿里一步步算出的注意力。", [("设计稿", "原文")]),
         ("趁数据还在 CPU 缓存里。", [("CPU 缓存", "高速缓存")]),
         ("一次读一个缓存行。", [("缓存行", "高速缓存")]),
         ("每一步都新建一个张量。", [("新建一个张量", "新张量")]),
@@ -266,6 +266,30 @@ def test_glossary_has_the_path_mode_and_memory_terms():
     ],
 )  # fmt: skip
 def test_path_mode_and_memory_variants_are_caught(text, expected):
+    hits = find_avoided(text, ZH_ROWS, "x")
+    assert [(h.variant, h.term) for h in hits] == expected, hits
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("基线类从张量上读尺寸。", [("基线类", "基准类")]),
+        ("每个查询头用哪个键值头？", [("键值头", "键/值头")]),
+        ("内存顺序就是下标顺序。", [("下标顺序", "行优先")]),
+        ("自定义的头维度，每头 64 维。", [("头维度", "每个头的维度"), ("每头", "每个头的维度")]),
+        ("写出来的路径。", [("写出来的路径", "逐步计算的路径")]),
+        ("完整写出分数。", [("完整写出", "逐步计算的路径")]),
+        ("见符号表。", [("符号表", "记号")]),
+        ("见逐步讲解、逐步追踪。", [("逐步讲解", "逐行走读"), ("逐步追踪", "逐行走读")]),
+        ("两章里都有说明。", [("两章", "一页")]),
+    ],
+    ids=[
+        "jixian", "jianzhitou", "xiabiao", "touweidu", "xiechulai", "wanzheng", "fuhao", "zoudu",
+        "liangzhang",
+    ],
+)  # fmt: skip
+def test_split_terms_are_caught(text, expected):
+    # One word per concept (the zh review of 2026-12-01): the variants that had crept in.
     hits = find_avoided(text, ZH_ROWS, "x")
     assert [(h.variant, h.term) for h in hits] == expected, hits
 
@@ -381,8 +405,16 @@ def test_heads_and_positions_are_numbered_from_0():
         ("第 1 个句子。", "第 1 个句子"),
         ("第 1 条序列。", "第 1 条序列"),
         ("第 $i$ 个列块。", "第 $i$ 个列块"),
+        ("缓存的第 ``i`` 行。", "第 ``i`` 行"),
+        ("第 ``s`` 步，进程 0。", "第 ``s`` 步"),
+        ("第 ``rank`` 个进程。", "第 ``rank`` 个进程"),
+        ("第 i 对的频率。", "第 i 对"),
+        ("传给第 ``i`` 层。", "第 ``i`` 层"),
     ],
-    ids=["row", "column", "channels", "rows", "rows-math", "ju", "juzi", "xulie", "lieKuai"],
+    ids=[
+        *("row", "column", "channels", "rows", "rows-math", "ju", "juzi", "xulie", "lieKuai"),
+        *("docstring-row", "step", "rank", "pair", "layer"),
+    ],
 )
 def test_rows_columns_channels_sequences_and_blocks_are_numbered_from_0(text, expected):
     assert [h.variant for h in find_ordinals(text, "x")] == [expected]
@@ -391,7 +423,7 @@ def test_rows_columns_channels_sequences_and_blocks_are_numbered_from_0(text, ex
 def test_numbers_written_after_the_noun_pass():
     good = (
         "行 0–19 是 W_q；列 19；通道 `5*i`–`5*i+4`；句子 0，头 2；序列 1；列块 $i$；"
-        "第 0 维；第一列的列表；第 2 列表项。"
+        "第 0 维；第一列的列表；第 2 列表项；行 ``index[i]``；步 0；进程 ``rank``；对 ``i``。"
     )
     assert find_ordinals(good, "x") == []
 
@@ -419,8 +451,14 @@ def test_ranges_with_an_en_dash_and_lists_in_formulas_pass():
         "`x[..., 0:5]` 是代码。"
     )
     assert find_ranges(good, "x") == []
-    docstring = '"""中文:\n    查询 ``i`` 能看到键 ``0 .. i``。\n"""\n'
+    docstring = '"""中文:\n    查询 ``i`` 能看到键 0–``i``，``x[..., 0:5]`` 是代码。\n"""\n'
     assert find_ranges(docstring, "mha/x.py", "python") == []
+
+
+def test_a_range_inside_one_code_span_fails():
+    """The English docstrings write ``0 .. q_len - 1``; the Chinese part writes 0–``q_len - 1``."""
+    docstring = '"""中文:\n    查询 ``i`` 能看到键 ``0 .. i``。\n"""\n'
+    assert [h.variant for h in find_ranges(docstring, "mha/x.py", "python")] == ["``0 .. i``"]
 
 
 @pytest.mark.parametrize(

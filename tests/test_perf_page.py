@@ -71,7 +71,7 @@ def test_plotted_points_are_the_files(results, name, language):
         value = by_key[impl, seq_len]
         assert float(point.get("data-value")) == value, (name, impl, seq_len)
         tip = point.find(f"{SVG}title").text
-        label, number = re.fullmatch(r"(.+), L = (\d+): ([\d. ]+)\s*\S*", tip).group(1, 3)
+        label, number = re.fullmatch(r"(.+)(?:, |，)L = (\d+): ([\d. ]+)\s*\S*", tip).group(1, 3)
         assert label == perf.impl_label(impl, language), tip
         assert re.search(f"L = {seq_len}:", tip), tip
         assert close(number, value), (tip, value)
