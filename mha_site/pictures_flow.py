@@ -244,7 +244,7 @@ def split_heads(language):
         "dimension, {d} channels, becomes {h} heads of {dh} channels; "
         "head i is channels {dh}i to {dh}i + {dh1}.",
         "按头拆分：q_flat {proj} 用 view 变成 q {split}。最后一维的 {d} 个通道拆成 {h} 个头，"
-        "每个头 {dh} 个通道；头 i 是通道 {dh}i 到 {dh}i + {dh1}。",
+        "每个头 {dh} 个通道；头 i 是通道 {dh}i–{dh}i + {dh1}。",
     )
     return transition(
         "split-heads",
@@ -421,7 +421,7 @@ def merge_heads(language):
         "heads' {dh} channels side by side, head i in channels {dh}i to {dh}i + {dh1}.",
         "合并各头：out_c {split} 用 view 变成 concat {proj}："
         "每个位置上，{h} 个头的 {dh} 个通道依次拼接，"
-        "头 i 占通道 {dh}i 到 {dh}i + {dh1}。",
+        "头 i 占通道 {dh}i–{dh}i + {dh1}。",
     )
     return transition(
         "merge-heads",

@@ -253,7 +253,7 @@ def contiguous_picture(language):
         f"strides {out_t.stride()}, is copied into new memory in its index order; the copy out_c "
         f"has strides {out_c.stride()}, so each position's heads now lie side by side.",
         f"contiguous：out_t = out.transpose(1, 2)，形状 {shape_text(out_t.shape)}，"
-        f"步长 {out_t.stride()}，按下标顺序复制到一块新内存；复制得到的 out_c "
+        f"步长 {out_t.stride()}，按行优先的顺序复制到一块新内存；复制得到的 out_c "
         f"步长为 {out_c.stride()}，每个位置的各个头在内存里挨在一起。",
     )
     svg = Svg("memory-contiguous", title, note=r["run"].note(language))

@@ -72,7 +72,7 @@ def ring_steps_picture(language: str) -> str:
             language,
             "Rank r holds positions r × L/4 to (r + 1) × L/4 - 1; keys of a later rank are all "
             "in its queries' future.",
-            "进程 r 持有位置 r × L/4 到 (r + 1) × L/4 - 1；后面进程的键全在它的查询之后。",
+            "进程 r 持有位置 r × L/4–(r + 1) × L/4 - 1；后面进程的键全在它的查询之后。",
         ),
         size=SMALL,
     )
