@@ -77,6 +77,15 @@ test: lint
 quick: setup
 	$(BIN)/python -m pytest -q -m "not site and not browser and not slow" $(FILES)
 
+# One page's checks, both languages: its snippets, the site's build (cached in build/site/ while
+# docs/, mha/, mha_site/ and the configuration are unchanged) and every site and browser check of
+# that page (pictures, axe in each state, search index, weight, runnable copies) with their
+# premises: make page PAGE=rope, or PAGE="rope gqa". MHA_SITE=DIR checks a site built elsewhere.
+.PHONY: page
+page: setup
+	@test -n "$(PAGE)" || { echo "make page PAGE=NAME: a page of docs/en/, as rope or rope.md"; exit 2; }
+	$(BIN)/python -m pytest -q $(foreach p,$(PAGE),--page $(p))
+
 # The whole combination matrix (tests/test_matrix.py): make test runs a sample of its cases.
 .PHONY: matrix gpu-check
 matrix: setup

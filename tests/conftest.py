@@ -226,6 +226,8 @@ def pages_of(value, name: str, known: set[str]) -> set[str]:
     if isinstance(value, (tuple, list)):
         return set().union(*(pages_of(v, name, known) for v in value))
     if isinstance(value, Path):
+        if value.is_absolute() and not value.resolve().is_relative_to(ROOT):
+            return set()
         value = value.resolve().relative_to(ROOT).as_posix() if value.is_absolute() else str(value)
     if not isinstance(value, str):
         return set()
@@ -372,11 +374,19 @@ class SiteHandler(SimpleHTTPRequestHandler):
         pass
 
 
+class SiteServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A browser that closed a connection mid-response (a tab closed, a page left before it
+        loaded) is no error of the site: only other errors are printed."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @pytest.fixture(scope="session")
 def site_url(built_site):
     """The built site served on 127.0.0.1 on a free port: ``http://127.0.0.1:N/mha/``."""
     handler = functools.partial(SiteHandler, directory=str(built_site))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = SiteServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}{SiteHandler.prefix}"

@@ -396,6 +396,31 @@ def new_context(browser, screen: str = "desktop", scheme: str = "light", **optio
     return context
 
 
+def page_tabs(page: str):
+    """A module fixture: ``page`` of the site open in each language, each in a tab of its own
+    (opened on first use), ``get(lang)`` giving its Playwright page; at the end, each tab has
+    loaded without an error or a request to another host. A module takes it as
+    ``pages = page_tabs("walkthrough.md")``."""
+
+    @pytest.fixture(scope="module", name="pages")
+    def pages(browser, site_url):
+        context = browser.new_context(viewport=SCREENS["desktop"])
+        tabs: dict[str, Tab] = {}
+
+        def get(lang: str):
+            if lang not in tabs:
+                tabs[lang] = Tab(context, site_url)
+                tabs[lang].open(lang, page)
+            return tabs[lang].page
+
+        yield get
+        for tab in tabs.values():
+            tab.assert_clean()
+        context.close()
+
+    return pages
+
+
 # Resolves once the page has laid out and painted a frame (after a resize, say).
 NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
@@ -463,6 +488,8 @@ class BrowserThreads:
         self.changed = threading.Condition()
         self.closing = False
         self.failure: BaseException | None = None  # why a thread's browser did not start
+        # No more browsers than jobs (one at least: a test may ask for a job not given)
+        count = max(1, min(count, len(self.jobs)))
         self.threads = [threading.Thread(target=self._work, daemon=True) for _ in range(count)]
         for thread in self.threads:
             thread.start()

@@ -279,6 +279,7 @@ def report(violations: list[dict], where: str) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.premise
 def test_every_scheme_is_the_palette_of_mkdocs_yml():
     """The schemes these tests emulate are the ones the site offers, each for its preference."""
     palette = mkdocs_config()["theme"]["palette"]
@@ -299,6 +300,7 @@ PALETTE = """() => ({
 })"""
 
 
+@pytest.mark.premise
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_characterisation_the_toggle_switches_to_the_palette_a_dark_preference_gets(tabs, lang):
     """Characterisation of Material's palette (another project's behaviour, pinned because the page
@@ -321,6 +323,7 @@ LAYOUT = """() => [".md-header", "label.md-header__button[for=__drawer]", ".md-s
     })"""
 
 
+@pytest.mark.premise
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_characterisation_a_page_narrowed_in_place_lays_out_as_one_loaded_narrow(tabs, lang):
     """Characterisation of Material's layout (another project's behaviour, pinned because the page
@@ -355,6 +358,7 @@ def test_page_on_a_phone_has_no_wcag_violation(page_checks, page, lang):
     assert not found, report(found, f"{lang}/{page} (phone)")
 
 
+@pytest.mark.page("index.md", "walkthrough.md")
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_search_highlight_and_language_menu_have_no_wcag_violation(page_checks, lang, scheme):
@@ -387,6 +391,7 @@ PLANTED = {
 }
 
 
+@pytest.mark.premise
 def test_each_state_checks_what_it_changes_and_catches_a_fault_planted_there(tabs, axe_script):
     """RUNS at work: each state's check finds a fault planted where its state changes the page
     (and the colour rules are the ones axe files under cat.color)."""

@@ -163,6 +163,7 @@ def test_browser_threads_give_each_test_its_jobs_value_or_error(browser, site_ur
         threads.close()
 
 
+@pytest.mark.page("index.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_home_page_math_is_rendered_as_mathml(tab, lang):
     p = tab.open(lang, "index.md")
@@ -175,6 +176,7 @@ def test_home_page_math_is_rendered_as_mathml(tab, lang):
     tab.assert_clean()
 
 
+@pytest.mark.page("math.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_math_is_drawn_with_the_self_hosted_math_font(tab, lang):
     p = tab.open(lang, "math.md")
@@ -190,6 +192,7 @@ def test_math_is_drawn_with_the_self_hosted_math_font(tab, lang):
     tab.assert_clean()
 
 
+@pytest.mark.page("walkthrough.md")
 def test_language_switch_keeps_the_section(tab):
     first, last = LANGUAGES[0], LANGUAGES[-1]
     p = tab.open(first, "walkthrough.md")
@@ -221,6 +224,7 @@ def clipboard_after(p, click) -> str:
     return p.evaluate("navigator.clipboard.readText()")
 
 
+@pytest.mark.page("walkthrough.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_copy_buttons_copy_code_only_and_a_runnable_script(tab, lang):
     blocks, runnable = page_scripts(lang, "walkthrough.md")
@@ -268,6 +272,7 @@ def test_copy_buttons_copy_code_only_and_a_runnable_script(tab, lang):
     tab.assert_clean()
 
 
+@pytest.mark.page("api.md")
 def test_docstring_examples_on_the_api_page_get_both_buttons(tab):
     for lang in LANGUAGES:
         p = tab.open(lang, "api.md")
@@ -298,6 +303,7 @@ def sharp_tab(browser, site_url):
     assert not tab.outside, f"requests to other hosts: {tab.outside}"
 
 
+@pytest.mark.page("walkthrough.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_screenshots_of_the_copy_buttons_in_light_and_dark_mode(sharp_tab, lang):
     """screenshots/{lang}-copy-buttons-{light,dark}[-focus].png: the two buttons of a block on
@@ -327,6 +333,7 @@ def test_screenshots_of_the_copy_buttons_in_light_and_dark_mode(sharp_tab, lang)
     sharp_tab.assert_clean()
 
 
+@pytest.mark.premise
 def test_the_harness_records_and_fails_requests_to_other_hosts(tab):
     """A test of the harness (``support.Tab``), not of the site: the guard the other tests rely
     on is real. A request to another host, by a script or by an element the page gains, is

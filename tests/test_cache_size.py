@@ -16,7 +16,7 @@ import re
 
 import pytest
 import torch
-from support import LANGUAGES, ROOT, Tab, page_path, screenshot
+from support import LANGUAGES, ROOT, Tab, page_path, page_tabs, screenshot
 
 from mha.full import MHA, KVCache
 from mha.mla import MLA, LatentCache
@@ -89,21 +89,7 @@ def cases() -> list[tuple[int, int, str]]:
     return fixed + drawn
 
 
-@pytest.fixture(scope="module")
-def pages(browser, site_url):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    tabs: dict[str, Tab] = {}
-
-    def get(lang: str):
-        if lang not in tabs:
-            tabs[lang] = Tab(context, site_url)
-            tabs[lang].open(lang, "cache-size.md")
-        return tabs[lang].page
-
-    yield get
-    for tab in tabs.values():
-        tab.assert_clean()
-    context.close()
+pages = page_tabs("cache-size.md")  # the page in each language, a tab each
 
 
 def shown(page) -> list[list[str]]:
@@ -113,6 +99,7 @@ def shown(page) -> list[list[str]]:
 
 
 @pytest.mark.browser
+@pytest.mark.page("cache-size.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_the_explorer_shows_the_formulas_numbers(pages, lang):
     page = pages(lang)
@@ -124,6 +111,7 @@ def test_the_explorer_shows_the_formulas_numbers(pages, lang):
 
 
 @pytest.mark.browser
+@pytest.mark.page("cache-size.md")
 def test_a_value_that_is_not_a_positive_int_is_refused_by_name(pages):
     page = pages("en")
     page.fill("#cache-batch", "0")
@@ -146,6 +134,7 @@ def test_the_explorer_block_is_the_same_in_both_languages_but_its_words():
 
 
 @pytest.mark.browser
+@pytest.mark.page("cache-size.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_the_explorer_fits_a_phone(browser, site_url, lang):
     context = browser.new_context(viewport={"width": 390, "height": 800}, color_scheme="dark")

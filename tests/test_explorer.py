@@ -20,7 +20,7 @@ import re
 
 import pytest
 import torch
-from support import LANGUAGES, ROOT, Tab, page_path, screenshot
+from support import LANGUAGES, ROOT, Tab, page_path, page_tabs, screenshot
 
 from mha.annotated import MHA
 from mha.trace import record
@@ -151,22 +151,7 @@ def test_every_size_that_can_be_1_changes_only_what_the_recorder_says():
 # --- In a browser --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pages(browser, site_url):
-    """The walkthrough in each language, open in its own tab (opened on first use)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    tabs: dict[str, Tab] = {}
-
-    def get(lang: str):
-        if lang not in tabs:
-            tabs[lang] = Tab(context, site_url)
-            tabs[lang].open(lang, "walkthrough.md")
-        return tabs[lang].page
-
-    yield get
-    for tab in tabs.values():
-        tab.assert_clean()
-    context.close()
+pages = page_tabs("walkthrough.md")  # the page in each language, a tab each
 
 
 def set_sizes(page, sizes: tuple[int | str, ...]) -> None:
@@ -186,6 +171,7 @@ def shown_rows(page) -> list[tuple[str, str, str, str]]:
 
 
 @pytest.mark.browser
+@pytest.mark.page("walkthrough.md")
 def test_labels_name_the_sizes_and_the_defaults_are_the_walkthroughs(pages):
     page = pages("en")
     for name, input_id in INPUT_IDS.items():
@@ -196,6 +182,7 @@ def test_labels_name_the_sizes_and_the_defaults_are_the_walkthroughs(pages):
 
 
 @pytest.mark.browser
+@pytest.mark.page("walkthrough.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("sizes", CASES, ids=lambda c: "b{}-s{}-d{}-h{}".format(*c))
 def test_explorer_shows_the_recorded_shapes_or_the_error(pages, lang, sizes):
@@ -221,6 +208,7 @@ def test_explorer_shows_the_recorded_shapes_or_the_error(pages, lang, sizes):
 
 
 @pytest.mark.browser
+@pytest.mark.page("walkthrough.md")
 @pytest.mark.parametrize("name", ["hidden_size", "heads_num"])
 def test_a_size_that_is_not_a_positive_int_is_refused_in_the_packages_words(pages, name):
     page = pages("en")
@@ -234,6 +222,7 @@ def test_a_size_that_is_not_a_positive_int_is_refused_in_the_packages_words(page
 
 
 @pytest.mark.browser
+@pytest.mark.page("walkthrough.md")
 def test_keyboard_steps_a_size_and_the_shapes_follow(pages):
     page = pages("en")
     set_sizes(page, (2, 3, 20, 4))
@@ -246,6 +235,7 @@ def test_keyboard_steps_a_size_and_the_shapes_follow(pages):
 
 
 @pytest.mark.browser
+@pytest.mark.page("walkthrough.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_explorer_fits_a_phone(browser, site_url, lang, scheme):

@@ -123,7 +123,7 @@ def weights(request, browser, site_url):
         tab = Tab(weighing_context(browser), site_url)
         tab.page.set_default_timeout(20_000)
         responses: list = []
-        tab.page.on("response", responses.append)
+        tab.page.on("response", lambda response: responses.append(response))
         tab.responses = responses
         return tab
 
