@@ -78,9 +78,11 @@ class KVCache:
         >>> len(cache), cache.keys
         (0, None)
         >>> cache.append(torch.zeros(1, 2, 5, 3), torch.zeros(1, 2, 5, 3))
+        >>> # 保留位置 0–3，比如要重新生成位置 4
         >>> cache.crop(4)  # keep positions 0-3, say to generate position 4 again
         >>> cache
         KVCache(len=4, capacity=5, batch_size=1, kv_heads=2, head_size=3, dtype=torch.float32, device=cpu)
+        >>> # 一个提示变成三束
         >>> cache.reorder(torch.tensor([0, 0, 0]))  # three beams from one prompt
         >>> cache.keys.shape
         torch.Size([3, 2, 4, 3])
@@ -103,7 +105,7 @@ class KVCache:
         ``weights_only=True`` 就能读回：导入 ``mha.cache``（或 ``mha.full``）时，``KVCache`` 和
         ``ModelCache`` 已加入 PyTorch 的安全全局对象列表。
 
-        参数:
+        参数：
             max_len: ``None``（默认）：缓冲区按需增长。一个 ``int``：缓存最多存放的位置数，第一次
                 追加时一次分配，之后张量的形状不再变化（编译过的解码步骤不会因缓存变长而重新编译）；
                 超出它的追加会报错。有滑动窗口时，它限制的是两次调用之间缓存留下的位置数
@@ -112,14 +114,14 @@ class KVCache:
                 位置，缓存再多留多少个，好让 ``crop`` 能退回这么多个位置（投机解码会丢掉草稿最后
                 几个位置）；默认为 0。
 
-        属性:
+        属性：
             keys: ``[batch_size, kv_heads, len, head_size]``（``len`` 即 ``len(cache)``），缓冲区前
                 ``len`` 个位置的视图；第一次追加之前是 ``None``。
             values: ``[batch_size, kv_heads, len, head_size]``；第一次追加之前是 ``None``。
             max_len: 创建时给的值。
             rollback: 创建时给的值。
 
-        引发:
+        异常：
             TypeError: ``max_len`` 既不是 ``int`` 也不是 ``None``，或者 ``rollback`` 不是 ``int``。
             ValueError: ``max_len`` 不是正数，或者 ``rollback`` 是负数。
     """
@@ -197,13 +199,13 @@ class KVCache:
         中文:
             追加新的键和值，形状都是 ``[batch_size, kv_heads, new_len, head_size]``。
 
-            参数:
+            参数：
                 keys: 新的键。
                 values: 新的值，形状、dtype 和设备都与 ``keys`` 相同。
                 queries: 之后要对缓存做注意力的查询（如果有）。记录梯度且它们要求梯度时，注意力会
                     为反向传播保存缓存里的键，所以这时复制（``torch.cat``），不原地写入。
 
-            引发:
+            异常：
                 ValueError: ``values`` 的形状或设备与 ``keys`` 不同；批大小、``kv_heads``、
                     ``head_size``、设备与缓存里的不同；或者追加之后缓存会超过 ``max_len`` 个位置。
                 TypeError: ``values`` 的 dtype 与 ``keys`` 不同，或者 dtype 与缓存里的不同。
@@ -268,10 +270,10 @@ class KVCache:
             以 ``window - 1`` 调用它，也就是下一次调用的查询看得到的位置数。``len(cache)`` 仍然计入
             见过的全部位置，下一次调用的位置从它接着数。
 
-            参数:
+            参数：
                 n: 留下多少个最近的位置（另外再留 ``rollback`` 个）。
 
-            引发:
+            异常：
                 TypeError: ``n`` 不是 ``int``。
                 ValueError: ``n`` 是负数。
         """
@@ -295,10 +297,10 @@ class KVCache:
             追加 ``new`` 个位置之后，缓存是否会超过 ``max_len`` 个位置（没有 ``max_len`` 就永远不会）：
             这时滑动窗口的调用改用 ``append_windowed`` 追加。
 
-            参数:
+            参数：
                 new: 这次调用要追加的位置数。
 
-            返回:
+            返回：
                 放不下（加上已有的位置超过 ``max_len``）时为 ``True``。
         """
         return self.max_len is not None and self._len - self._dropped + new > self.max_len
@@ -324,12 +326,12 @@ class KVCache:
             滑动窗口的一次调用可以带来比 ``max_len`` 更多的位置（一段长提示），只要留下的放得下。调用方
             对缓存原有的键、值接上 ``keys`` 做注意力，而不是对 ``self.keys``。
 
-            参数:
+            参数：
                 keys: 新的键，形状为 ``[batch_size, kv_heads, new_len, head_size]``。
                 values: 新的值，形状、dtype 和设备都与 ``keys`` 相同。
                 keep: 窗口需要留下的最近位置数（``window - 1``）；另外再留 ``rollback`` 个。
 
-            引发:
+            异常：
                 ValueError: ``keep + rollback`` 超过 ``max_len``；其余与 ``append`` 相同。
                 TypeError: 与 ``append`` 相同。
         """
@@ -367,10 +369,10 @@ class KVCache:
         中文:
             只保留前 ``n`` 个位置，丢掉其余的：下一次追加从位置 ``n`` 写起。
 
-            参数:
-                n: 保留的位置数，取值在 ``0 .. len(cache)`` 之间。
+            参数：
+                n: 保留的位置数，取值在 0–``len(cache)`` 之间。
 
-            引发:
+            异常：
                 TypeError: ``n`` 不是 ``int``。
                 ValueError: ``n`` 是负数，或者大于 ``len(cache)``。
         """
@@ -404,21 +406,21 @@ class KVCache:
                 outside ``0 .. batch_size - 1``.
 
         中文:
-            沿批这一维重新挑选：缓存的第 ``i`` 行变成原来的第 ``index[i]`` 行。
+            沿批这一维重新挑选：缓存的行 ``i`` 变成原来的行 ``index[i]``。
 
             束搜索每一步之后留下得分最高的几束：``index`` 给出每一束新束接续的是哪一束旧束。
             可以重复某一行，也可以改变批大小（``torch.zeros(k, dtype=torch.long)`` 把只有一个提示的
             缓存变成 ``k`` 束）。
 
-            参数:
+            参数：
                 index: 形状为 ``[new_batch_size]`` 的整数张量，与缓存在同一设备上，每个值在
-                    ``0 .. batch_size - 1`` 之间（``index`` 在 CPU 上时才检查；在加速器上检查要等设备
+                    0–``batch_size - 1`` 之间（``index`` 在 CPU 上时才检查；在加速器上检查要等设备
                     算完）。
 
-            引发:
+            异常：
                 TypeError: ``index`` 不是整数张量。
                 ValueError: ``index`` 不是一维的，与缓存不在同一设备上，或者（在 CPU 上）有一行
-                    超出 ``0 .. batch_size - 1``。
+                    超出 0–``batch_size - 1``。
         """
         _check_vector("index", index, "[new_batch_size]")
         if self._keys is None:
@@ -461,11 +463,11 @@ class KVCache:
         中文:
             移动（或转换）缓存里的键和值，原地修改。
 
-            参数:
+            参数：
                 *args: ``Tensor.to`` 接受的参数：设备、dtype，或者两者。
                 **kwargs: ``Tensor.to`` 的关键字参数（``device=``、``dtype=``、``non_blocking=``）。
 
-            返回:
+            返回：
                 缓存本身，就像 ``nn.Module.to`` 返回模块本身。
         """
         if self._keys is not None:
@@ -491,11 +493,11 @@ class KVCache:
             让缓存归 ``module`` 所有，由 ``source`` 填写。``MHA`` 和 ``MLA`` 每次带缓存调用时
             都会调用它：缓存属于第一个往里写的模块，在 ``reset`` 之前只存放同一来源的键和值。
 
-            参数:
+            参数：
                 module: 写这个缓存的注意力模块。
                 source: ``"x"``（自注意力）或 ``"context"``（交叉注意力）。
 
-            引发:
+            异常：
                 TypeError: ``module`` 不是 ``torch.nn.Module``。
                 ValueError: ``source`` 既不是 ``"x"`` 也不是 ``"context"``；缓存属于另一个模块；
                     或者缓存里存的是另一种来源的键和值。
@@ -620,18 +622,18 @@ class ModelCache:
     中文:
         模型每个注意力层各一个 [`KVCache`][mha.cache.KVCache]，统一处理。
 
-        有 ``n`` 层的模型把 ``cache.layers[i]`` 传给第 ``i`` 层。``crop``、``reorder``、``reset``
+        有 ``n`` 层的模型把 ``cache.layers[i]`` 传给层 ``i``。``crop``、``reorder``、``reset``
         和 ``to`` 作用于每一层的缓存，生成循环需要的正是这样。
 
-        参数:
+        参数：
             num_layers: 缓存的个数（注意力层数）。
             max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）。
             rollback: 每个缓存的 ``rollback``（滑动窗口之外多留的位置数）。
 
-        属性:
+        属性：
             layers: 这些缓存，由 ``num_layers`` 个 [`KVCache`][mha.cache.KVCache] 组成的元组。
 
-        引发:
+        异常：
             TypeError: ``num_layers`` 或 ``max_len`` 不是 ``int``。
             ValueError: ``num_layers`` 或 ``max_len`` 不是正数。
     """
@@ -660,8 +662,8 @@ class ModelCache:
         中文:
             对每一层调用 [`KVCache.crop`][mha.cache.KVCache.crop]。
 
-            参数:
-                n: 保留的位置数，取值在 ``0 .. len(cache)`` 之间。
+            参数：
+                n: 保留的位置数，取值在 0–``len(cache)`` 之间。
         """
         for layer in self.layers:
             layer.crop(n)
@@ -675,9 +677,9 @@ class ModelCache:
         中文:
             对每一层调用 [`KVCache.reorder`][mha.cache.KVCache.reorder]。
 
-            参数:
-                index: 形状为 ``[new_batch_size]`` 的整数张量：第 ``i`` 行变成原来的第
-                    ``index[i]`` 行。
+            参数：
+                index: 形状为 ``[new_batch_size]`` 的整数张量：行 ``i`` 变成原来的行
+                    ``index[i]``。
         """
         for layer in self.layers:
             layer.reorder(index)
@@ -704,11 +706,11 @@ class ModelCache:
         中文:
             对每一层调用 [`KVCache.to`][mha.cache.KVCache.to]。
 
-            参数:
+            参数：
                 *args: ``Tensor.to`` 接受的参数：设备、dtype，或者两者。
                 **kwargs: ``Tensor.to`` 的关键字参数。
 
-            返回:
+            返回：
                 容器本身。
         """
         for layer in self.layers:

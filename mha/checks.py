@@ -73,13 +73,13 @@ def check_sizes(
     中文:
         检查构造函数的两个尺寸参数；``head_size`` 由调用方自己计算。
 
-        参数:
+        参数：
             hidden_size: 隐藏层维度，即输入最后一维的大小。
             heads_num: 注意力头数，必须整除 ``hidden_size``。
             names: 报错信息里这两个尺寸的名字（[`mha.full.MHA`][mha.full.MHA] 检查键和值的头数时
                 传 ``("heads_num", "kv_heads")``）。
 
-        引发:
+        异常：
             TypeError: 某个尺寸不是 ``int``，``bool`` 和 ``float`` 也不行。
             ValueError: 某个尺寸不是正数，或者 ``hidden_size`` 不能被 ``heads_num`` 整除。
     """
@@ -224,7 +224,7 @@ def check_input(
     中文:
         检查 ``forward`` 的输入与模块的尺寸、参数是否相符。
 
-        参数:
+        参数：
             x: 输入，必须是形状为 ``[batch_size, seq_len, hidden_size]`` 的浮点张量，dtype 和设备
                 都与 ``weight`` 相同；``batch_size`` 和 ``seq_len`` 可以为 0。dtype 有一个例外：
                 ``x`` 所在设备开启了 ``torch.autocast``，并且两者的 dtype 都是 autocast 会转换的
@@ -236,7 +236,7 @@ def check_input(
                 ``context`` 时传 ``"context"``）。
             size_name: 报错信息里 ``hidden_size`` 的名字（上下文宽度不同时传 ``"context_size"``）。
 
-        引发:
+        异常：
             TypeError: ``x`` 不是张量、不是浮点类型，或者在 autocast 之外 dtype 与 ``weight``
                 不同。
             ValueError: ``x`` 不是三维张量、最后一维不等于 ``hidden_size``，或者与 ``weight``

@@ -59,7 +59,7 @@ class Block(nn.Module):
     中文:
         一个前置归一化的解码器块：先做因果自注意力，再过 MLP，各自加回到输入上。
 
-        参数:
+        参数：
             hidden_size: 块的输入和输出的宽度。
             heads_num: 注意力的查询头数。
             kv_heads: 键和值的头数（分组查询注意力）；``None`` 表示与 ``heads_num`` 相同。
@@ -96,12 +96,12 @@ class Block(nn.Module):
         中文:
             对 ``x`` 运行这个块；其中的注意力是因果的。
 
-            参数:
+            参数：
                 x: 块的输入，``[batch_size, q_len, hidden_size]``。
                 attn_mask: 注意力的掩码，与因果掩码同时生效。
                 cache: 注意力的缓存。
 
-            返回:
+            返回：
                 形状为 ``[batch_size, q_len, hidden_size]`` 的张量。
         """
         x = x + self.attn(self.norm_1(x), attn_mask=attn_mask, is_causal=True, cache=cache)
@@ -146,7 +146,7 @@ class Decoder(nn.Module):
         只有解码器的语言模型：词表 id 的嵌入加上位置嵌入，若干个块，一个 LayerNorm，
         最后输出 logits。
 
-        参数:
+        参数：
             vocab_size: 词表的大小（id 的个数）。
             hidden_size: 模型的宽度。
             heads_num: 每个块里注意力的查询头数。
@@ -155,11 +155,11 @@ class Decoder(nn.Module):
             max_len: 学习得到的位置嵌入有多少个位置。
             dropout: 每个块的 dropout。
 
-        属性:
+        属性：
             vocab_size: 词表的大小（id 的个数）。
             max_len: 模型能嵌入的位置数。
 
-        引发:
+        异常：
             TypeError: ``vocab_size``、``num_layers`` 或 ``max_len`` 不是 ``int``。
             ValueError: ``vocab_size``、``num_layers`` 或 ``max_len`` 不是正数。
     """
@@ -224,7 +224,7 @@ class Decoder(nn.Module):
         中文:
             每个位置的下一个位置的 logits。
 
-            参数:
+            参数：
                 ids: ``[batch_size, q_len]`` 个词表 id。
                 positions: ``[batch_size, q_len]``（或 ``[q_len]``），每个 id 在它自己那条序列里
                     的位置；``None`` 时从 ``len(cache)`` 起（没有缓存时从 0 起），每行相同。填充过的
@@ -234,14 +234,14 @@ class Decoder(nn.Module):
                     ``q_len``；与因果掩码同时生效。
                 cache: 每个块一个缓存，这次调用会把它们延长。
 
-            返回:
+            返回：
                 形状为 ``[batch_size, q_len, vocab_size]`` 的 logits。
 
-            引发:
+            异常：
                 TypeError: ``ids`` 或 ``positions`` 不是整数张量，或者 ``cache`` 不是
                     [`ModelCache`][mha.cache.ModelCache]。
-                ValueError: ``ids`` 不是二维的，或者有超出 ``0 .. vocab_size - 1`` 的 id；
-                    ``positions`` 的形状与 ``ids`` 不同，或者有超出 ``0 .. max_len - 1`` 的位置；
+                ValueError: ``ids`` 不是二维的，或者有超出 0–``vocab_size - 1`` 的 id；
+                    ``positions`` 的形状与 ``ids`` 不同，或者有超出 0–``max_len - 1`` 的位置；
                     没有给 ``positions`` 时 ``len(cache)`` + ``q_len`` 超过 ``max_len``；或者
                     ``cache`` 的层数与模型的块数不同。
         """
@@ -278,10 +278,10 @@ def positions_of(held: Tensor) -> Tensor:
     中文:
         每个键在它自己那条序列里的位置：这一行里它前面有几个真实的键。
 
-        参数:
+        参数：
             held: 键掩码 ``[batch_size, 1, 1, k_len]``，真实位置为 ``True``。
 
-        返回:
+        返回：
             ``[batch_size, k_len]`` 个位置；填充的位置取下一个真实键的位置（或 0），真实的查询
                 看不到它们。
     """
@@ -352,7 +352,7 @@ def generate(
     中文:
         把每个提示续写 ``steps`` 个位置，所有提示放在一批里。
 
-        提示补齐到最长的那个，填充在左边（默认）或右边；键掩码每一步增加一个真实位置，每一行用它自己
+        提示填充到最长的那个，填充在左边（默认）或右边；键掩码每一步增加一个真实位置，每一行用它自己
         的位置，所以每一行生成的 id，与它的提示单独生成时相同。
 
         模型不必是 [`Decoder`][mha.decoder.Decoder]；``generate`` 用到的只有：
@@ -365,7 +365,7 @@ def generate(
         [`ModelCache`][mha.cache.ModelCache]，返回形状为 ``[batch_size, q_len, vocab_size]``
         的 logits。
 
-        参数:
+        参数：
             model: 解码器，处于评估模式。
             prompts: 词表 id，每个提示一个列表，至少一个 id。
             steps: 每个提示续写多少个位置。
@@ -376,14 +376,14 @@ def generate(
             max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）；不小于最长的提示的长度加上
                 ``steps``。
 
-        返回:
+        返回：
             ``[batch_size, steps]``，新生成的 id。
 
-        引发:
+        异常：
             TypeError: ``model`` 缺少上面说的属性；``prompts`` 不是由 ``int`` 列表组成的列表；
                 ``steps`` 或 ``max_len`` 不是 ``int``，``left`` 不是 ``bool``，``temperature``
                 不是数，或者 ``generator`` 不是 ``torch.Generator``。
-            ValueError: 一个提示也没有，某个提示为空，或者有超出 ``0 .. vocab_size - 1`` 的 id；
+            ValueError: 一个提示也没有，某个提示为空，或者有超出 0–``vocab_size - 1`` 的 id；
                 提示长短不一、``left=False`` 而模型有滑动窗口（窗口按列计数，会把填充的列也算进去：
                 请在左边填充）；``steps`` 为负，``temperature`` 为负；``generator`` 与模型不在同一个
                 设备上；
@@ -455,6 +455,7 @@ def beam_search(model: Decoder, prompt: list[int], steps: int, beams: int) -> tu
     Examples:
         >>> model = Decoder(vocab_size=11, hidden_size=16, heads_num=4).eval()
         >>> seqs, scores = beam_search(model, [1, 2], steps=4, beams=3)
+        >>> # 序列 [beams, steps]，得分 [beams]
         >>> seqs.shape, scores.shape  # [beams, steps], [beams]
         (torch.Size([3, 4]), torch.Size([3]))
         >>> beam_search(model, [1, 2], steps=4, beams=12)
@@ -466,26 +467,26 @@ def beam_search(model: Decoder, prompt: list[int], steps: int, beams: int) -> tu
     中文:
         逐个位置地找出 ``beams`` 个概率最大的续写，每个续写 ``steps`` 个位置。
 
-        每一步在 ``beams × vocab_size`` 个候选中留下最好的 ``beams`` 个，并重排缓存，让第 ``i``
-        行存着候选 ``i`` 所接续那一束的历史。
+        每一步在 ``beams × vocab_size`` 个候选中留下最好的 ``beams`` 个，并重排缓存，让行 ``i``
+        存着候选 ``i`` 所接续那一束的历史。
 
         模型不必是 [`Decoder`][mha.decoder.Decoder]；``beam_search`` 用到的与
         [`generate`][mha.decoder.generate] 相同，只是调用 ``model(ids, cache=...)`` 时不给位置和
         掩码：模型从 ``len(cache)`` 起数位置。
 
-        参数:
+        参数：
             model: 解码器，处于评估模式。
             prompt: 提示的词表 id，只有一个提示，至少一个 id。
             steps: 每个续写的位置数；为 0 时给出 ``beams`` 个空的续写，对数概率都是 0。
             beams: 保留几个续写，不超过 ``vocab_size``。
 
-        返回:
+        返回：
             ``[beams, steps]`` 个续写（最好的在前），以及 ``[beams]`` 个总对数概率。
 
-        引发:
+        异常：
             TypeError: ``model`` 缺少上面说的属性；``prompt`` 不是 ``int`` 的列表（多个提示组成的
                 列表也不行）；``steps`` 或 ``beams`` 不是 ``int``。
-            ValueError: ``prompt`` 为空，或者有超出 ``0 .. vocab_size - 1`` 的 id；``steps`` 为负；
+            ValueError: ``prompt`` 为空，或者有超出 0–``vocab_size - 1`` 的 id；``steps`` 为负；
                 ``beams`` 不是正数或者超过 ``vocab_size``；提示加上 ``steps`` 超过
                 ``model.max_len``。
     """

@@ -138,7 +138,7 @@ class Options:
 
         各字段就是 [`MHA`][mha.full.MHA] 的参数，含义和默认值都相同。
 
-        参数:
+        参数：
             hidden_size: 与 [`MHA`][mha.full.MHA] 相同。
             heads_num: 与 [`MHA`][mha.full.MHA] 相同。
             kv_heads: 与 [`MHA`][mha.full.MHA] 相同。
@@ -179,7 +179,7 @@ class Options:
             同样的选项，把能由其他选项推出的填上：``kv_heads``、``context_size``、``head_size``
             换成数，``bias`` 换成名字的元组。
 
-            返回:
+            返回：
                 一个新的 ``Options``（像 ``MHA`` 一样检查各参数）。
         """
         kv_heads = self.heads_num if self.kv_heads is None else self.kv_heads
@@ -205,7 +205,7 @@ class Options:
         中文:
             值不是默认值的字段名（两边都先确定下来再比较）。
 
-            返回:
+            返回：
                 字段名，按声明的顺序。
         """
         mine, h, heads = self.resolved(), self.hidden_size, self.heads_num
@@ -273,10 +273,10 @@ class MHA(nn.Module):
     中文:
         真实模型用到的多头注意力：掩码、交叉注意力、KV 缓存、分组查询注意力。
 
-        从 ``head_size`` 起的参数是今天的开源模型（Llama、Qwen、Mistral）用到的选项，默认全部
-        关闭，所以纯享版（以及原帖）的检查点照样能加载。
+        从 ``head_size`` 起的参数是当下主流开源模型（Llama、Qwen、Mistral）用到的选项，默认全部
+        关闭，所以纯享版（以及原文）的权重文件照样能加载。
 
-        参数:
+        参数：
             hidden_size: 隐藏层维度，即输入最后一维的大小。
             heads_num: 查询的头数，必须整除 ``hidden_size``。
             kv_heads: 键和值的头数（分组查询注意力），必须整除 ``heads_num``。默认 ``None``
@@ -302,7 +302,7 @@ class MHA(nn.Module):
                 ``window`` 个位置（包括它自己）；缓存在每次调用之后也只保留最近的 ``window - 1``
                 个位置。
 
-        引发:
+        异常：
             TypeError: 尺寸不是 ``int``，``dropout`` 不是数，``bias`` 既不是 ``bool`` 也不是名字
                 组成的元组，``fast`` 或 ``qk_norm`` 不是 ``bool``，``rope`` 不是
                 ``RotaryEmbedding``。
@@ -415,13 +415,13 @@ class MHA(nn.Module):
         中文:
             按 ``options`` 新建一个模块，权重的初始化与 ``MHA(...)`` 相同。
 
-            参数:
+            参数：
                 options: 一个 [`Options`][mha.full.Options]。
 
-            返回:
+            返回：
                 ``MHA(**vars(options))``。
 
-            引发:
+            异常：
                 TypeError: ``options`` 不是 ``Options``。
         """
         if not isinstance(options, Options):
@@ -437,7 +437,7 @@ class MHA(nn.Module):
         中文:
             ``print`` 在括号里显示的内容：不是默认值的那些选项。
 
-            返回:
+            返回：
                 ``hidden_size, heads_num``，以及每个改过的选项，写成 ``name=value``。
         """
         # The rope is a submodule: print shows it on a line of its own
@@ -510,7 +510,7 @@ class MHA(nn.Module):
         中文:
             让 ``x`` 的每个位置关注 ``x``（或 ``context``）的各个位置。
 
-            参数:
+            参数：
                 x: 查询的输入，``[batch_size, q_len, hidden_size]``。
                 context: 交叉注意力时键和值的输入，``[batch_size, src_len, context_size]``
                     （不给 ``context_size`` 时就是 ``hidden_size``）；自注意力时为 ``None``。
@@ -529,16 +529,16 @@ class MHA(nn.Module):
                     transformers 默认的 ``position_ids``）；每一行各有各的位置时
                     （左填充的一批）是 ``[batch_size, q_len]``。默认 ``None`` 表示
                     ``len(cache) + arange(q_len)``：紧接在缓存里已有的位置之后（没有缓存时就是
-                    ``0 .. q_len - 1``）。
+                    0–``q_len - 1``）。
 
-            返回:
+            返回：
                 ``[batch_size, q_len, hidden_size]``；``need_weights`` 为真时再返回注意力权重
                     ``[batch_size, heads_num, q_len, k_len]``（训练时为 dropout 之后实际用到的
                     权重）。某个查询的键全被屏蔽时（布尔掩码全为 ``False``，或浮点掩码全为
                     ``-inf``；有限的值再小，在任何 dtype 下也只是加到分数上），它的注意力输出为零，
                     模块在这里的输出就是 ``W_o`` 的偏置。
 
-            引发:
+            异常：
                 TypeError: 输入、掩码、缓存或 ``positions`` 的类型或 dtype 不对。
                 ValueError: 输入、掩码或 ``positions`` 的形状、设备不对；``cache`` 属于另一个模块，
                     给了 ``context`` 却存着自注意力的键（或者反过来），或者存的上下文批大小、长度

@@ -186,7 +186,7 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
         处于同一模式（训练或评估）。交叉注意力直接对应：``m(x, context)`` 就是
         ``t(x, context, context)``。
 
-        参数:
+        参数：
             m: ``mha`` 的 MHA：注释版、纯享版，或者 ``kv_heads == heads_num`` 的完整版。其实任何
                 对象都行，只要有 ``hidden_size``、``heads_num`` 和线性层 ``W_q``、``W_k``、
                 ``W_v``、``W_o``，形状都是 ``[hidden_size, hidden_size]``，且要么全有偏置、
@@ -197,16 +197,16 @@ def to_torch(m: nn.Module, *, batch_first: bool = True) -> nn.MultiheadAttention
                 ``[seq_len, batch_size, hidden_size]``：传入 ``x.transpose(0, 1)``，
                 再把输出转置回来。
 
-        返回:
+        返回：
             与 ``m`` 设备相同、dtype 相同的模块；``m`` 的线性层没有偏置时，它的 ``bias`` 为
                 ``False``。调用方式为 ``t(x, x, x, need_weights=False)``。
 
-        引发:
+        异常：
             TypeError: ``m`` 缺少上面列出的属性，某个 ``W_`` 层不是 ``nn.Linear``，或者
                 ``m.dropout`` 不是数。
             ValueError: ``nn.MultiheadAttention`` 里没有与 ``m`` 对应的结构：
                 ``kv_heads < heads_num``（分组查询注意力），某个线性层形状不同（给了
-                ``head_size``），线性层有的带偏置、有的不带，或者用了今天模型的选项（``rope``、
+                ``head_size``），线性层有的带偏置、有的不带，或者用了主流模型的选项（``rope``、
                 ``window``、``qk_norm``、不等于 ``1/sqrt(head_size)`` 的 ``scale``）。错误信息会
                 指出是哪一种。
     """
@@ -318,7 +318,7 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
         返回的模块总是接受 ``[batch_size, seq_len, hidden_size]``。返回的模块与 ``t`` 处于同一
         模式（训练或评估）。
 
-        参数:
+        参数：
             t: 一个 ``torch.nn.MultiheadAttention``，``kdim == vdim``，``add_bias_kv=False``，
                 ``add_zero_attn=False``。要得到纯享版，还必须 ``kdim == embed_dim``、``bias=True``、
                 ``dropout=0.0``，因为纯享版没有这些选项（完整版把 ``kdim`` 对应到
@@ -327,10 +327,10 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
                 [`mha.full.MHA`][mha.full.MHA]（``kv_heads == heads_num``，``fast=True``），
                 ``bias`` 和 ``dropout`` 与 ``t`` 相同。
 
-        返回:
+        返回：
             纯享版或完整版 MHA，与 ``t`` 设备相同、dtype 相同。
 
-        引发:
+        异常：
             TypeError: ``t`` 不是 ``torch.nn.MultiheadAttention``，或者 ``full`` 不是 ``bool``。
             ValueError: ``t`` 用了所选版本没有的选项，错误信息会指出是哪一个。
     """
@@ -518,7 +518,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         和 Qwen3 看配置的 ``attention_bias``）、``qk_norm``（Qwen3）、``rope``（配置里的
         ``rope_parameters``：默认、``llama3`` 或 ``yarn``）和 ``window``（Mistral 的
         ``sliding_window``；Qwen 的滑动窗口层）。权重原样复制，设备和 dtype 与模块相同。以
-        ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 ``0 .. q_len - 1`` 在因果（以及滑动
+        ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动
         窗口）掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)`` 接着算，
         与模块用它自己的缓存时相同。``DeepseekV3Attention`` 转成 ``mha.mla.MLA``：秩和各部分的
         维度取自配置，旋转按 ``rope_interleave`` 决定是否交错，softmax 的缩放系数取模块的
@@ -526,15 +526,15 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         mscale 的平方）；调用方式相同，解码时用
         [`LatentCache`][mha.mla.LatentCache]。
 
-        参数:
+        参数：
             module: transformers 的 ``LlamaAttention``、``MistralAttention``、``Qwen2Attention``、
                 ``Qwen3Attention`` 或 ``DeepseekV3Attention``（由配置构建，不下载任何东西）。
 
-        返回:
+        返回：
             一个 ``mha.full.MHA``（``DeepseekV3Attention`` 则是 ``mha.mla.MLA``），与模块处于同一
             模式（训练或评估）。
 
-        引发:
+        异常：
             TypeError: ``module`` 是别的类（错误信息会写出类名）。
             ValueError: 它的配置用了 ``mha`` 没有实现的东西（默认、``llama3``、``yarn`` 之外的
                 rope 类型），或者这几个类本身不支持的东西（不等于 1 的 ``partial_rotary_factor``）。

@@ -63,21 +63,21 @@ def causal_mask(
     中文:
         因果掩码，右下对齐：``True`` 表示可以关注。
 
-        最后一个查询是最新的位置，能看到所有键；查询 ``i`` 能看到键 ``0 .. i + (k_len - q_len)``。
+        最后一个查询是最新的位置，能看到所有键；查询 ``i`` 能看到键 0–``i + (k_len - q_len)``。
         ``q_len == k_len`` 时就是常见的下三角；有缓存时（``k_len > q_len``），新的查询能看到缓存里的
         所有键。给了 ``window``（滑动窗口注意力）时，查询 ``i`` 只能看到这些键里最近的 ``window``
         个，包括它自己。
 
-        参数:
+        参数：
             q_len: 查询的个数。
             k_len: 键的个数。
             device: 在哪个设备上创建掩码（应与输入相同）。
             window: 默认 ``None``，或者一个查询最多能看到的位置数。
 
-        返回:
+        返回：
             形状为 ``[q_len, k_len]`` 的布尔张量。
 
-        引发:
+        异常：
             TypeError: ``q_len``、``k_len`` 或 ``window`` 不是 ``int``。
             ValueError: ``q_len`` 或 ``k_len`` 是负数，或者 ``window`` 不是正数。
     """
@@ -134,19 +134,19 @@ def padding_mask(lengths: Tensor, k_len: int, *, left: bool = False) -> Tensor:
         ``lengths`` 在 CPU 上时检查它的取值；在加速器上、在 ``torch.compile`` 里不检查（读取取值要
         等设备算完，或者会打断计算图）。
 
-        参数:
+        参数：
             lengths: 每条序列的真实长度，形状为 ``[batch_size]`` 的整数张量，取值在
-                ``0 .. k_len`` 之间；掩码建在它所在的设备上。
+                0–``k_len`` 之间；掩码建在它所在的设备上。
             k_len: 填充后的长度（键的个数）。
             left: 填充在位置之前时为 ``True``。
 
-        返回:
+        返回：
             形状为 ``[batch_size, 1, 1, k_len]`` 的布尔张量，可以在头和查询两个维度上广播。
 
-        引发:
+        异常：
             TypeError: ``lengths`` 不是整数张量（布尔张量也不行），``k_len`` 不是 ``int``，或者
                 ``left`` 不是 ``bool``。
-            ValueError: ``lengths`` 不是一维的，（在 CPU 上）某个长度不在 ``0 .. k_len`` 之间，或者
+            ValueError: ``lengths`` 不是一维的，（在 CPU 上）某个长度不在 0–``k_len`` 之间，或者
                 ``k_len`` 是负数。
     """
     _check_length("k_len", k_len)

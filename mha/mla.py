@@ -74,11 +74,11 @@ class LatentCache(KVCache):
         ``max_len``）分配的缓冲区，同样的 ``crop``、``reorder``、``reset`` 和 ``to``，对自动求导
         和推理模式的处理也相同。
 
-        参数:
+        参数：
             max_len: 与 [`KVCache`][mha.cache.KVCache] 相同。
             rollback: 与 [`KVCache`][mha.cache.KVCache] 相同（``MLA`` 没有滑动窗口，不会多留位置）。
 
-        属性:
+        属性：
             latent: ``[batch_size, len, kv_lora_rank]``，第一次调用之前是 ``None``。
             rope_keys: ``[batch_size, len, qk_rope_head_dim]``，已经旋转过；或 ``None``。
     """
@@ -132,13 +132,13 @@ class LatentCache(KVCache):
             追加新的位置：``latent`` 为 ``[batch_size, new_len, kv_lora_rank]``，``rope_keys`` 为
             ``[batch_size, new_len, qk_rope_head_dim]``。
 
-            参数:
+            参数：
                 latent: 新位置的潜在向量。
                 rope_keys: 它们旋转过的键。
                 queries: 之后要对缓存做注意力的查询，与
                     [`KVCache.append`][mha.cache.KVCache.append] 相同。
 
-            引发:
+            异常：
                 ValueError: 两者的批大小或长度不一致，或者与缓存里的不一致。
                 TypeError: 两者的 dtype 不同，或者与缓存里的不同。
         """
@@ -179,7 +179,7 @@ class MLA(nn.Module):
     中文:
         多头潜在注意力，按 DeepSeek-V2、V3 发表的结构实现。
 
-        参数:
+        参数：
             hidden_size: 模型宽度。
             heads_num: 头数。
             q_lora_rank: 查询的低秩瓶颈（DeepSeek-V3 是 1536）：``W_dq`` 降到这么宽，做一次
@@ -198,7 +198,7 @@ class MLA(nn.Module):
             bias: ``W_dq``、``W_dkv`` 和 ``W_o`` 是否带偏置（``attention_bias``）。
             norm_eps: 两个 RMSNorm 的 ``eps``。
 
-        引发:
+        异常：
             TypeError: 尺寸不是 ``int``，``bias`` 不是 ``bool``。
             ValueError: 尺寸不是正数，或者 ``rope`` 旋转的宽度不等于 ``qk_rope_head_dim``。
     """
@@ -296,7 +296,7 @@ class MLA(nn.Module):
         中文:
             让 ``x`` 的每个位置关注 ``x``（以及缓存里）的各个位置。
 
-            参数:
+            参数：
                 x: 输入，``[batch_size, q_len, hidden_size]``。
                 attn_mask: 布尔掩码（``True`` 表示可以关注）或浮点掩码（加到分数上），能广播到
                     ``[batch_size, heads_num, q_len, k_len]``。
@@ -308,10 +308,10 @@ class MLA(nn.Module):
                 absorb: 把键的升维矩阵并进查询、值的升维矩阵并进输出，缓存里的潜在向量始终不展开：
                     输出相同。
 
-            返回:
+            返回：
                 输出，``[batch_size, q_len, hidden_size]``。
 
-            引发:
+            异常：
                 TypeError: ``x``、掩码或 ``positions`` 的类型或 dtype 不对。
                 ValueError: ``x``、掩码或 ``positions`` 的形状或设备不对。
         """

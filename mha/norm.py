@@ -34,6 +34,7 @@ class RMSNorm(nn.Module):
 
     Examples:
         >>> norm = RMSNorm(2)
+        >>> # 均方根为 3.5355
         >>> norm(torch.tensor([3.0, 4.0]))  # root mean square 3.5355
         tensor([0.8485, 1.1314], grad_fn=<MulBackward0>)
 
@@ -44,7 +45,7 @@ class RMSNorm(nn.Module):
         （``MHA(qk_norm=True)``）。统计量在 float32 里算，乘权重之前把结果转回输入的 dtype，与 Qwen3
         的参考实现相同，无论输入是什么 dtype（float64 也一样），所以转换来的模型算出同样的数。
 
-        参数:
+        参数：
             size: 最后一维的大小（在 ``MHA`` 里是 ``head_size``）。
             eps: 加到均方上的小数，让全零向量也不会除以零。
     """
@@ -65,7 +66,7 @@ class RMSNorm(nn.Module):
         中文:
             ``print`` 在括号里显示的内容。
 
-            返回:
+            返回：
                 尺寸和 ``eps``，打印出来就是 ``RMSNorm(5, eps=1e-06)``。
         """
         return f"{self.weight.size(0)}, eps={self.eps}"
@@ -82,10 +83,10 @@ class RMSNorm(nn.Module):
         中文:
             ``x`` 在最后一维上归一化，再乘权重。
 
-            参数:
+            参数：
                 x: 形状为 ``[..., size]`` 的张量。
 
-            返回:
+            返回：
                 ``[..., size]``，dtype 与 ``x`` 相同（权重的 dtype 更宽时取权重的）。
         """
         wide = x.float()

@@ -45,11 +45,11 @@ class MHA(nn.Module):
     中文:
         多头自注意力的纯享版：与注释版计算相同，只是没有注释。
 
-        参数:
+        参数：
             hidden_size: 隐藏层维度，即输入最后一维的大小。
             heads_num: 注意力头数，必须整除 ``hidden_size``。
 
-        引发:
+        异常：
             TypeError: ``hidden_size`` 或 ``heads_num`` 不是 ``int``。
             ValueError: 某个尺寸不是正数，或者 ``hidden_size`` 不能被 ``heads_num`` 整除。
     """
@@ -86,14 +86,14 @@ class MHA(nn.Module):
         中文:
             对 ``x`` 做自注意力：每个位置都关注所有位置，包括它自己。
 
-            参数:
+            参数：
                 x: 形状为 ``[batch_size, seq_len, hidden_size]``，dtype 与参数相同；在 autocast
                     之内，也可以是 autocast 会转换的其他 dtype。
 
-            返回:
+            返回：
                 形状同样为 ``[batch_size, seq_len, hidden_size]`` 的张量。
 
-            引发:
+            异常：
                 TypeError: ``x`` 不是浮点张量，或者在 autocast 之外 dtype 与参数不同。
                 ValueError: ``x`` 不是三维张量、最后一维不等于 ``hidden_size``，或者与参数
                     不在同一个设备上。

@@ -80,24 +80,25 @@ def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> t
 
     Examples:
         >>> inv_freq, factor = frequencies(4, 10000.0)
+        >>> # 即 10000 ** (-0 / 4) 和 10000 ** (-2 / 4)
         >>> inv_freq  # 10000 ** (-0 / 4), 10000 ** (-2 / 4)
         tensor([1.0000, 0.0100])
 
     中文:
         每一对旋转维度每个位置转过的角度，以及旋转后的向量要乘的系数。
 
-        参数:
+        参数：
             rotary_dims: 一个头里参与旋转的维度数，必须是偶数。
             base: 频率的底数（模型配置里的 ``rope_theta``）。
             scaling: ``None``（原始的 RoPE），或者与模型 config.json 里（``rope_scaling``）写法
                 相同的字典：``{"rope_type": "llama3" | "yarn", "factor": ..., ...}``；各类型的键见
                 ``SCALINGS``。
 
-        返回:
-            ``inv_freq``，float32，形状 ``[rotary_dims // 2]``：第 ``i`` 对维度每个位置转
+        返回：
+            ``inv_freq``，float32，形状 ``[rotary_dims // 2]``：对 ``i`` 的两维每个位置转
                 ``inv_freq[i]`` 弧度；以及 ``attention_factor``，只有 YaRN 不是 1.0。
 
-        引发:
+        异常：
             TypeError: ``scaling`` 不是字典，尺寸不是 ``int``，或者 ``base`` 不是数。
             ValueError: ``rotary_dims`` 不是正偶数，``base`` 不大于 1，或者 ``scaling`` 的类型未知、
                 缺少键或有未知的键。
@@ -109,7 +110,7 @@ def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> t
     if not base > 1:
         raise ValueError(f"base must be a number above 1, got {base!r}")
     kind, options = _scaling(scaling)
-    # 第 i 对的频率：base 的 -2i/rotary_dims 次方，从每个位置转 1 弧度一直降到接近 1/base
+    # 对 i 的频率：base 的 -2i/rotary_dims 次方，从每个位置转 1 弧度一直降到接近 1/base
     # Pair i turns by base ** (-2i / rotary_dims) per position: from 1 radian down to about 1/base
     exponents = (
         torch.arange(0, rotary_dims, 2, dtype=torch.float32) / rotary_dims
@@ -219,14 +220,16 @@ class RotaryEmbedding(nn.Module):
     Examples:
         >>> rope = RotaryEmbedding(4)
         >>> q = torch.tensor([[[[1.0, 0.0, 0.0, 0.0]]]])  # [batch, heads, q_len, head_size]
+        >>> # 位置 1：对 0 转 1 弧度
         >>> cos, sin = rope(torch.tensor([1]))  # position 1: pair 0 turns by 1 radian
+        >>> # (cos 1, 0, sin 1, 0)：第 0 维和第 2 维组成对 0
         >>> rope.rotate(q, cos, sin)  # (cos 1, 0, sin 1, 0): dims 0 and 2 are pair 0
         tensor([[[[0.5403, 0.0000, 0.8415, 0.0000]]]])
 
     中文:
         按位置旋转每个头的查询和键。
 
-        参数:
+        参数：
             rotary_dims: 一个头里参与旋转的维度数：偶数，不超过 ``head_size``；前 ``rotary_dims`` 维
                 旋转，其余维原样保留。
             base: 频率的底数（``rope_theta``）：Llama 2 是 10000，Llama 3 是 500000。
@@ -236,7 +239,7 @@ class RotaryEmbedding(nn.Module):
             scaling: 与模型 config.json 写法相同的频率缩放（``rope_scaling``），或 ``None``；见
                 [`frequencies`][mha.rope.frequencies]。
 
-        属性:
+        属性：
             inv_freq: float32，``[rotary_dims // 2]``，一个缓冲区（不存进 ``state_dict``）。
             attention_factor: 余弦和正弦要乘的系数：只有 YaRN 不是 1.0。
     """
@@ -277,7 +280,7 @@ class RotaryEmbedding(nn.Module):
         中文:
             ``print`` 在括号里显示的内容。
 
-            返回:
+            返回：
                 ``rotary_dims``、``base``、``interleaved``，以及频率缩放（如果有）。
         """
         said = f"{self.rotary_dims}, base={self.base:g}, interleaved={self.interleaved}"
@@ -301,14 +304,14 @@ class RotaryEmbedding(nn.Module):
         中文:
             各位置各对维度转角的余弦和正弦，排列方式就是 ``rotate`` 要的。
 
-            参数:
+            参数：
                 positions: 整数位置，``[q_len]`` 或 ``[batch_size, q_len]``。
 
-            返回:
+            返回：
                 ``cos`` 和 ``sin``，float32，``[q_len, rotary_dims]``（或
                     ``[batch_size, q_len, rotary_dims]``），都已乘上 ``attention_factor``。
 
-            引发:
+            异常：
                 TypeError: ``positions`` 不是整数张量。
                 ValueError: ``positions`` 不是一维或二维的。
         """
@@ -320,13 +323,13 @@ class RotaryEmbedding(nn.Module):
             )
         # float32 (a cast of the module keeps it so, see _apply), on the positions' device
         inv_freq = self.inv_freq.to(positions.device, torch.float32)
-        # 每个位置乘每对的频率：位置 m 的第 i 对转过 m * inv_freq[i] 弧度；
+        # 每个位置乘每对的频率：位置 m 的对 i 转过 m * inv_freq[i] 弧度；
         # 在 float32 里算，自动混合精度不介入
         # Each position times each pair's frequency: pair i at position m turns by m * inv_freq[i]
         # radians; in float32, whatever autocast says
         with torch.autocast(positions.device.type, enabled=False):
             angles = positions[..., None].float() * inv_freq  # [..., q_len, rotary_dims // 2]
-            # 第 i 对的角度放在它的两维上：交错排列时是 2i 和 2i+1，否则是 i 和 i + rotary_dims/2
+            # 对 i 的角度放在它的两维上：交错排列时是 2i 和 2i+1，否则是 i 和 i + rotary_dims/2
             # Pair i's angle at both its dims: 2i and 2i+1 interleaved, else i and
             # i + rotary_dims/2
             if self.interleaved:
@@ -357,16 +360,16 @@ class RotaryEmbedding(nn.Module):
         中文:
             旋转 ``t`` 每个头的前 ``rotary_dims`` 维，其余维原样保留。
 
-            参数:
+            参数：
                 t: 查询或键，``[batch_size, heads, q_len, head_size]``。
                 cos: ``forward`` 的结果，``[q_len, rotary_dims]`` 或
                     ``[batch_size, q_len, rotary_dims]``。
                 sin: 同上。
 
-            返回:
+            返回：
                 旋转后的 ``t``，形状和 dtype 不变。
 
-            引发:
+            异常：
                 ValueError: ``t`` 的头比 ``rotary_dims`` 窄，或者 ``cos`` 的位置与 ``t`` 对不上。
         """
         if t.size(-1) < self.rotary_dims:

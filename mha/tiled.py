@@ -54,10 +54,10 @@ class TiledAttention(nn.Module):
 
         它不接受 ``attn_mask``：唯一能加的掩码是因果掩码（``is_causal``）。
 
-        参数:
+        参数：
             block_size: 每一块的键（和值）的个数；最后一块取剩下的。
 
-        引发:
+        异常：
             TypeError: ``block_size`` 不是 ``int``。
             ValueError: ``block_size`` 不是正数。
     """
@@ -76,7 +76,7 @@ class TiledAttention(nn.Module):
         中文:
             ``print`` 在括号里显示的内容。
 
-            返回:
+            返回：
                 形如 ``block_size=...`` 的文字。
         """
         return f"block_size={self.block_size}"
@@ -113,7 +113,7 @@ class TiledAttention(nn.Module):
         中文:
             计算 ``softmax(q k^T * scale) v``，以及每个查询的分数的 log-sum-exp。
 
-            参数:
+            参数：
                 q: 查询，``[batch_size, heads_num, q_len, head_size]``。
                 k: 键，``[batch_size, heads_num, k_len, head_size]``。
                 v: 值，``[batch_size, heads_num, k_len, v_size]``。
@@ -121,12 +121,12 @@ class TiledAttention(nn.Module):
                     [`causal_mask`][mha.masks.causal_mask] 相同。
                 scale: 默认 ``None`` 表示 ``1 / sqrt(head_size)``。
 
-            返回:
+            返回：
                 ``out`` ``[batch_size, heads_num, q_len, v_size]`` 和 ``lse``
                     ``[batch_size, heads_num, q_len]``，至少是 float32。一个键都看不到的查询，输出为零，
                     ``lse`` 为 ``-inf``。
 
-            引发:
+            异常：
                 TypeError: ``is_causal`` 不是 ``bool``，``scale`` 既不是 ``None`` 也不是数，或者
                     ``q``、``k``、``v`` 不是浮点张量。
                 ValueError: 形状对不上，或者 ``scale`` 不是正数。
@@ -215,13 +215,13 @@ def merge(out_a: Tensor, lse_a: Tensor, out_b: Tensor, lse_b: Tensor) -> tuple[T
         记 ``lse`` 为各部分分数的 log-sum-exp，则整体的是 ``logaddexp(lse_a, lse_b)``，各部分的输出按
         ``exp(lse_part - lse)`` 加权。环形注意力就是这样合并各个进程算出的结果。
 
-        参数:
+        参数：
             out_a: ``[..., q_len, v_size]``，对第一组键的注意力。
             lse_a: ``[..., q_len]``，它的 log-sum-exp。
             out_b: 对第二组键的注意力，形状相同。
             lse_b: 它的 log-sum-exp。
 
-        返回:
+        返回：
             两组合起来的 ``out`` 和 ``lse``（两组里都看不到键的查询：输出为 0，``lse`` 为 ``-inf``）。
     """
     lse = torch.logaddexp(lse_a, lse_b)  # [..., q_len]

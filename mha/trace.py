@@ -67,7 +67,7 @@ class Step:
     中文:
         前向计算产生的一个张量。
 
-        参数:
+        参数：
             target: 这条语句赋值的变量名（``"q"``），只记在语句的最后一步上；语句内部的中间步骤
                 （比如拼接那一行里的 ``out.transpose(1, 2)``）为 ``""``。
             expression: 这个（子）表达式的源码，按 Python 的写法。
@@ -110,12 +110,12 @@ def dims_of(shape: tuple[int, ...], sizes: dict[str, int]) -> tuple[str, ...] | 
     中文:
         当各个尺寸互不相同时，按数值给 ``shape`` 的每一维找到对应的名字。
 
-        参数:
+        参数：
             shape: 某一步的形状。
             sizes: 维度名及其大小，例如
                 ``{"batch_size": 2, "seq_len": 3, "heads_num": 4, "head_size": 5}``。
 
-        返回:
+        返回：
             各维的名字；``shape`` 中某个大小对不上任何名字，或者两个名字大小相同时，返回 ``None``。
     """
     by_size: dict[int, str] = {}
@@ -384,13 +384,13 @@ def record(model: torch.nn.Module, *args: Any, **kwargs: Any) -> list[Step]:
     中文:
         运行一次 ``model(*args, **kwargs)``，按顺序返回它的 ``forward`` 产生的每个张量。
 
-        参数:
+        参数：
             model: ``mha`` 的某个模块（注释版、纯享版或完整版），或任何 ``forward`` 把张量
                 赋给普通变量名的模块。
             *args: ``forward`` 的位置参数。
             **kwargs: ``forward`` 的关键字参数。
 
-        返回:
+        返回：
             各个步骤，按 Python 求值的顺序排列。
     """
     forward = type(model).forward

@@ -1,7 +1,8 @@
 """Build step and griffe extension: the API page shows each docstring in the page's language.
 
 The docstrings of ``mha`` are bilingual. Each is written in English, Google style, and ends with a
-section ``中文:`` that says the same in Chinese, in the same Google style with Chinese titles::
+section ``中文:`` that says the same in Chinese, in the same Google style with Chinese titles (a
+full-width colon after each)::
 
     Multi-head attention.
 
@@ -10,21 +11,26 @@ section ``中文:`` that says the same in Chinese, in the same Google style with
 
     Examples:
         >>> from mha.annotated import MHA
-        >>> MHA(hidden_size=20, heads_num=4).head_size
+        >>> # 每个头的维度
+        >>> MHA(hidden_size=20, heads_num=4).head_size  # the size of each head
         5
 
     中文:
         多头注意力。
 
-        参数:
+        参数：
             hidden_size: 隐藏层维度，即输入最后一维的大小。
 
 ``help()`` shows both, English first. The examples are code: they are written once, in the English
-part, and Sybil runs them once. When mkdocstrings loads the package, the griffe extension
-``DocstringLanguage`` keeps one language in each docstring (``in_language``): for ``en`` the
-docstring without its ``中文:`` section; for ``zh`` the Chinese section, its titles mapped to
-Google's (参数 → Args, 返回 → Returns, 引发 → Raises, 属性 → Attributes), followed by the English
-part's ``Examples:``.
+part, and Sybil runs them once. Their comments are written in both languages, as in
+``mha/annotated.py``: a comment line ``>>> # 中文`` says in Chinese what the English comment of the
+next line says (at its end, or the next line's own ``>>> # English``). doctest skips a line that is
+only a comment. When mkdocstrings loads the package, the griffe extension ``DocstringLanguage``
+keeps one language in each docstring (``in_language``): for ``en`` the docstring without its
+``中文:`` section and without the Chinese comment lines; for ``zh`` the Chinese section, its titles
+mapped to Google's (参数 → Args, 返回 → Returns, 异常 → Raises, 属性 → Attributes), followed by the
+English part's ``Examples:``, each Chinese comment in the place of the English one it translates
+(``examples_in_language``).
 
 mkdocs-static-i18n builds one language after the other and runs every ``on_config`` before each
 build; mkdocstrings makes new handlers in its ``on_config``, so each build loads the package anew
@@ -35,6 +41,7 @@ mkdocstrings' and sets the extension's ``language`` option to the language being
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import textwrap
 import tokenize
@@ -46,8 +53,10 @@ from mkdocs.plugins import event_priority
 from mha_site.languages import LANGUAGES, building, check
 
 MARKER = "中文:"
-# The Chinese part's section titles and the Google titles they stand for.
-TITLES = {"参数": "Args", "返回": "Returns", "引发": "Raises", "属性": "Attributes"}
+# The Chinese part's section titles and the Google titles they stand for. Each is written with a
+# full-width colon (参数：), as Chinese writes it.
+TITLES = {"参数": "Args", "返回": "Returns", "异常": "Raises", "属性": "Attributes"}
+COLON = "："
 EXTENSION = "mha_site.docstring_language:DocstringLanguage"
 # A section title: a line at the left margin that ends with a colon (the next line is indented).
 TITLE = re.compile(r"^(?P<title>\S[^:：]*)[:：][ \t]*$")
@@ -112,12 +121,14 @@ def in_language(docstring: str, language: str) -> str:
 
     Raises:
         ValueError: ``language`` is not ``en`` or ``zh``; or the Chinese part has a title other
-            than 参数, 返回, 引发 and 属性, or an example (``>>>``).
+            than 参数, 返回, 异常 and 属性, one with a half-width colon, or an example (``>>>``).
     """
     check(language)
     english, chinese = split(docstring)
-    if language == "en" or chinese is None:
+    if chinese is None:
         return english
+    if language == "en":
+        return examples_in_language(english, "en")
     lines = chinese.splitlines()
     if any(line.lstrip().startswith(">>>") for line in lines):
         raise ValueError(
@@ -130,10 +141,113 @@ def in_language(docstring: str, language: str) -> str:
                 f"the {MARKER} part of {english.splitlines()[0]!r} has the section {title!r}; "
                 f"expected one of {list(TITLES)}"
             )
+        if not lines[start].rstrip().endswith(COLON):
+            raise ValueError(
+                f"the {MARKER} part of {english.splitlines()[0]!r} writes "
+                f"{lines[start].strip()!r}: write {title}{COLON} with a full-width colon"
+            )
         lines[start] = TITLES[title] + ":"
     shown = "\n".join(lines)
-    code = examples(english)
+    code = examples_in_language(examples(english), "zh")
     return f"{shown}\n\n{code}" if code else shown
+
+
+# ---- the examples' comments -----------------------------------------------------------------
+
+# A line of an example: its prompt (>>> or ...) and its code.
+PROMPT = re.compile(r"^(?P<indent>[ \t]*)(?P<prompt>>>>|\.\.\.)(?: (?P<code>.*))?$")
+
+
+def _comment(line: str) -> tuple[str, str, str | None]:
+    """A line split into what comes before its comment, its ``#`` comment ("" if none), and the
+    comment's language (``comment_language`` of the included code); not a prompt line: ("", "",
+    None)."""
+    from mha_site.include_language import comment_language, find_comment  # imports this module
+
+    match = PROMPT.match(line)
+    if not match or not match["code"]:
+        return "", "", None
+    at, _ = find_comment(line)
+    comment = line[at:].rstrip()
+    return line[:at].rstrip(), comment, comment_language(comment) if comment else None
+
+
+def _twin(line: str) -> bool:
+    """``>>> # 中文``: a comment line in Chinese, the twin of the next line's English comment."""
+    before, _, language = _comment(line)
+    return language == "zh" and before.strip() == ">>>"
+
+
+def examples_in_language(text: str, language: str) -> str:
+    """``text`` (examples, or a docstring's English part) with its examples' comments in
+    ``language``: each ``>>> # 中文`` line dropped (``en``), or put in the place of the English
+    comment it translates (``zh``), the next line's comment at its end or the next line itself
+    when that is a comment line. Code and output are never changed.
+
+    >>> text = ">>> # 保留位置 0–3\\n>>> cache.crop(4)  # keep positions 0-3\\n>>> len(cache)\\n4"
+    >>> examples_in_language(text, "zh").splitlines()
+    ['>>> cache.crop(4)  # 保留位置 0–3', '>>> len(cache)', '4']
+    >>> examples_in_language(text, "en").splitlines()
+    ['>>> cache.crop(4)  # keep positions 0-3', '>>> len(cache)', '4']
+    """
+    lines = text.split("\n")
+    shown: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not _twin(line):
+            shown.append(line)
+            i += 1
+            continue
+        i += 1
+        if language == "en":
+            continue
+        following = lines[i] if i < len(lines) else ""
+        before, _, said = _comment(following)
+        if said != "en":  # nothing to translate: the checker reports it
+            shown.append(line)
+        elif before.strip() == ">>>":  # the next line is the English comment line
+            shown.append(line)
+            i += 1
+        else:  # the English comment ends the next line
+            shown.append(f"{before}  {_comment(line)[1]}")
+            i += 1
+    return "\n".join(shown)
+
+
+def comment_translations(text: str) -> dict[str, str]:
+    """Each example line of ``text`` whose English comment has a Chinese twin, its code as doctest
+    reads it (prompt stripped), and the same line with the Chinese comment: what the zh page
+    shows of it (``examples_in_language``).
+
+    >>> comment_translations(">>> # 保留位置 0–3\\n>>> cache.crop(4)  # keep positions 0-3")
+    {'cache.crop(4)  # keep positions 0-3': 'cache.crop(4)  # 保留位置 0–3'}
+    """
+    lines = text.split("\n")
+    found = {}
+    for line, following in itertools.pairwise(lines):
+        before, _, said = _comment(following)
+        if _twin(line) and said == "en" and before.strip() != ">>>":
+            code = PROMPT.match(following)["code"].rstrip()
+            found[code] = PROMPT.match(f"{before}  {_comment(line)[1]}")["code"]
+    return found
+
+
+def example_problems(english: str) -> list[str]:
+    """The examples' comments that a page would show in the other language: an English comment
+    without its ``>>> # 中文`` twin above it (the zh page would show it), a Chinese comment that
+    is not such a twin, or one with no English comment after it to stand for."""
+    lines = english.split("\n")
+    found = []
+    for i, line in enumerate(lines):
+        _, comment, language = _comment(line)
+        if language == "en" and not (i and _twin(lines[i - 1])):
+            found.append(f"the example comment {comment!r} has no Chinese twin (>>> # 中文) above")
+        elif language == "zh" and not _twin(line):
+            found.append(f"the Chinese comment of {line.strip()!r} is not a line of its own")
+        elif _twin(line) and _comment(lines[i + 1] if i + 1 < len(lines) else "")[2] != "en":
+            found.append(f"the Chinese comment {comment!r} has no English comment after it")
+    return found
 
 
 def _docstring_in_language(lines: list[str], language: str) -> list[str] | None:
@@ -144,13 +258,13 @@ def _docstring_in_language(lines: list[str], language: str) -> list[str] | None:
     starts = [i for i, line in enumerate(lines) if line.rstrip("\n") == indent + MARKER]
     if len(lines) < 3 or closing.strip() not in ('"""', "'''") or len(starts) != 1:
         return None
-    english = "".join(lines[: starts[0]]).rstrip() + "\n"
+    english = examples_in_language("".join(lines[: starts[0]]).rstrip(), "en") + "\n"
     if language == "en":
         return [*english.splitlines(keepends=True), closing]
     chinese = textwrap.dedent("".join(lines[starts[0] + 1 : -1])).strip("\n")
     code = examples(textwrap.dedent("".join(lines[1 : starts[0]])))
-    if code:  # the English part's examples, under a Chinese title
-        chinese += "\n\n示例:\n" + code.split("\n", 1)[1]
+    if code:  # the English part's examples, under a Chinese title, their comments in Chinese
+        chinese += f"\n\n示例{COLON}\n" + examples_in_language(code.split("\n", 1)[1], "zh")
     opening = lines[0][: lines[0].index(closing.strip()) + 3]
     shown = opening + textwrap.indent(chinese, indent).lstrip() + "\n"
     return [*shown.splitlines(keepends=True), closing]
@@ -159,8 +273,9 @@ def _docstring_in_language(lines: list[str], language: str) -> list[str] | None:
 def source_in_language(code: str, language: str) -> str:
     """``code`` with each bilingual docstring in ``language`` only, for a page that shows the code.
 
-    ``en`` keeps the English part; ``zh`` the Chinese part, its titles as written (参数, 返回,
-    引发), then the English part's ``Examples:``. The rest of the code is unchanged, and so is code
+    ``en`` keeps the English part; ``zh`` the Chinese part, its titles as written (参数：, 返回：,
+    异常：), then the English part's ``Examples:`` under 示例：, the examples' comments in the
+    language (``examples_in_language``). The rest of the code is unchanged, and so is code
     that does not tokenize. The package's files stay bilingual; this is for display only.
     """
     if language not in LANGUAGES:

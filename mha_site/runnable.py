@@ -67,7 +67,8 @@ from sybil.parsers.abstract import AbstractClearNamespaceParser
 from sybil.parsers.markdown import ClearNamespaceParser, PythonCodeBlockParser, SkipParser
 from sybil.parsers.rest import DocTestParser
 
-from mha_site.languages import page_language
+from mha_site.docstring_language import comment_translations
+from mha_site.languages import DEFAULT, page_language
 from mha_site.markdown import INCLUDE_ONLY, include_targets, render_includes
 
 log = logging.getLogger("mkdocs.plugins.mha_site.runnable")
@@ -416,15 +417,19 @@ def module_imports(source: str, name: str) -> str:
     return "\n".join(lines)
 
 
-def module_examples(path: Path, name: str) -> ModuleExamples:
-    """The docstring examples of the module at ``path``, parsed as the root conftest.py does."""
+def module_examples(path: Path, name: str, lang: str = DEFAULT) -> ModuleExamples:
+    """The docstring examples of the module at ``path``, parsed as the root conftest.py does, their
+    comments in ``lang`` as its API page shows them (``comment_translations``)."""
     document = PythonDocStringDocument.parse(str(path), *docstring_parsers())
     spans = [(start, end) for start, end, _ in document.extract_docstrings(document.text)]
+    shown = comment_translations(document.text) if lang == "zh" else {}
     groups: dict[tuple[int, int], list[Statement]] = {}
     for _, region in document.regions:
         example = region.parsed
         span = next(span for span in spans if span[0] <= region.start < span[1])
-        groups.setdefault(span, []).append(statement(example))
+        said = statement(example)
+        said.code = shown.get(said.code, said.code)
+        groups.setdefault(span, []).append(said)
     imports = module_imports(document.text, name)
     return ModuleExamples(name, imports, [groups[k] for k in sorted(groups)])
 
@@ -500,7 +505,7 @@ def annotate(
         found = module_of(owner[-1], root) if owner and root and codes else None
         if not found:
             return None
-        module = module_examples(*found)
+        module = module_examples(*found, lang)
         place = module.find(codes, last_place.get(module.name, (0, 0)))
         if place is None:
             return None

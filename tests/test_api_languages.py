@@ -120,18 +120,61 @@ def test_checker_catches_a_docstring_without_chinese():
 
 
 def test_checker_catches_an_example_in_the_chinese_part():
-    found = mutate("    参数:\n", "    >>> check_sizes(4, 2)\n\n    参数:\n")
+    found = mutate("    参数：\n", "    >>> check_sizes(4, 2)\n\n    参数：\n")
     assert any("has an example" in p for p in found), found
 
 
 def test_chinese_titles_map_to_google_sections_and_others_fail():
     zh = hook.in_language(inspect.cleandoc(SIZES.docstring), "zh")
-    assert "\nArgs:\n" in zh and "\nRaises:\n" in zh and "参数:" not in zh, zh
+    assert "\nArgs:\n" in zh and "\nRaises:\n" in zh and "参数：" not in zh, zh
     assert zh.rstrip().endswith("TypeError: hidden_size must be an int, got float (20.0)"), zh
     with pytest.raises(ValueError, match="has the section '注意'"):
         hook.in_language("Sum.\n\n中文:\n    求和。\n\n    注意:\n        小心。", "zh")
     with pytest.raises(ValueError, match="must be the last one"):
         hook.in_language("Sum.\n\n中文:\n    求和。\n\nArgs:\n    a: x.", "zh")
+    with pytest.raises(ValueError, match="write 参数： with a full-width colon"):
+        hook.in_language("Sum.\n\n中文:\n    求和。\n\n    参数:\n        a: 数。", "zh")
+
+
+def test_checker_catches_the_raises_title_mkdocstrings_would_give():
+    """异常：, not 引发： (mkdocstrings' own zh title): the old title is no title of ours."""
+    found = mutate("    异常：\n", "    引发：\n")
+    assert any("has the section '引发'" in p for p in found), found
+
+
+# Examples are written once; their comments in both languages, the Chinese one a line of its own
+# above the English one it translates (KVCache's examples: crop, then reorder).
+
+KV_CACHE = next(d for d in DOCUMENTED if d.name == "mha.cache.KVCache")
+CROP_ZH = "        >>> # 保留位置 0–3，比如要重新生成位置 4\n"
+
+
+def test_each_page_shows_the_example_comments_of_its_language():
+    docstring = inspect.cleandoc(KV_CACHE.docstring)
+    zh, en = hook.in_language(docstring, "zh"), hook.in_language(docstring, "en")
+    assert ">>> cache.crop(4)  # 保留位置 0–3，比如要重新生成位置 4\n" in zh, zh
+    assert ">>> cache.reorder(torch.tensor([0, 0, 0]))  # 一个提示变成三束\n" in zh, zh
+    assert "keep positions" not in zh and "three beams" not in zh, zh
+    assert ">>> cache.crop(4)  # keep positions 0-3, say to generate position 4 again\n" in en
+    assert not CHINESE.search(en), en
+
+
+def test_checker_catches_an_example_comment_left_in_english():
+    assert CROP_ZH in KV_CACHE.docstring
+    found = problems(KV_CACHE.name, KV_CACHE.signature, KV_CACHE.docstring.replace(CROP_ZH, ""))
+    assert any(
+        "'# keep positions 0-3, say to generate position 4 again' has no Chinese" in p
+        for p in found
+    ), found
+    assert any("(zh): the examples show the en comment" in p for p in found), found
+
+
+def test_checker_catches_a_chinese_comment_with_nothing_to_translate():
+    moved = KV_CACHE.docstring.replace(CROP_ZH, "").replace(
+        "        >>> cache.keys.shape\n", CROP_ZH + "        >>> cache.keys.shape\n"
+    )
+    found = problems(KV_CACHE.name, KV_CACHE.signature, moved)
+    assert any("has no English comment after it" in p for p in found), found
 
 
 def test_english_page_drops_the_chinese_part():

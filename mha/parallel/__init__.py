@@ -87,24 +87,24 @@ def ring_schedule(world: int, rank: int, *, is_causal: bool = False) -> list[tup
         [(2, 'causal'), (1, 'whole'), (0, 'whole'), (3, 'skip')]
 
     中文:
-        ``ring_attention`` 中，``world`` 个进程组成的环里第 ``rank`` 个进程每一步做什么。
+        ``ring_attention`` 中，``world`` 个进程组成的环里进程 ``rank`` 每一步做什么。
 
-        第 ``s`` 步，这个进程手上是第 ``(rank - s) % world`` 个进程的键和值（第 0 步是自己的；
+        在步 ``s``，这个进程手上是进程 ``(rank - s) % world`` 的键和值（步 0 是自己的；
         每一步它们往后传一个进程）。没有因果掩码时每一块都整块参与注意力。有因果掩码时，自己那一块加因果
         掩码，前面进程的块整块可见，后面进程的块跳过：那些位置全在本进程的查询之后。
 
-        参数:
+        参数：
             world: 环里的进程数。
-            rank: 本进程的编号，``0`` 到 ``world - 1``。
+            rank: 本进程的编号，0–``world - 1``。
             is_causal: 整个序列上的因果掩码。
 
-        返回:
+        返回：
             每一步一个 ``(source, action)``：手上是谁的键，以及 ``"whole"``（整块）、
                 ``"causal"``（因果掩码）或 ``"skip"``（跳过）。
 
-        引发:
+        异常：
             TypeError: 参数类型不对。
-            ValueError: ``world`` 不是正数，或者 ``rank`` 不在 ``0`` 到 ``world - 1`` 之间。
+            ValueError: ``world`` 不是正数，或者 ``rank`` 不在 0–``world - 1`` 之间。
     """
     _check_length("world", world, positive=True)
     _check_length("rank", rank)
@@ -174,21 +174,21 @@ def ring_attention(
     中文:
         序列分到 ``group`` 的各个进程上的注意力，前向和反向都有。
 
-        ``world`` 个进程中的第 ``r`` 个持有查询、键和值的位置 ``r * slice_len`` 到
-        ``(r + 1) * slice_len - 1``。共 ``world`` 步，每一步它按
+        ``world`` 个进程中，进程 ``r`` 持有查询、键和值的位置
+        ``r * slice_len``–``(r + 1) * slice_len - 1``。共 ``world`` 步，每一步它按
         [`ring_schedule`][mha.parallel.ring_schedule] 用自己的查询对手上的键和值做注意力，把结果
-        合并进已有的结果，再把这些键和值传给第 ``r + 1`` 个进程，同时接收第 ``r - 1`` 个进程的。
+        合并进已有的结果，再把这些键和值传给进程 ``r + 1``，同时接收进程 ``r - 1`` 的。
         没有进程组（``torch.distributed`` 没有初始化）时就是一个进程：普通的注意力。
 
         梯度经过第二个环传回：反向传播时键和值再绕环走一圈，每一块带着它经过的各个进程为它算出的梯度，
         再多走一步，每一块的梯度就回到持有它的进程，于是 ``q``、``k``、``v`` 得到的就是整条序列的
         注意力的梯度（本进程的那一部分）。
 
-        每个进程持有的段必须一样长（把序列补齐到 ``world`` 的整数倍），dtype、头数和 ``is_causal``
+        每个进程持有的段必须一样长（把序列填充到 ``world`` 的整数倍），dtype、头数和 ``is_causal``
         也必须相同：环开始之前先用一次 ``all_gather_object`` 收集各进程的形状和选项来检查，不同时
         每个进程都抛出同样的 ``ValueError``（否则 gloo 会直接终止某个进程）。
 
-        参数:
+        参数：
             q: 本进程的查询，``[batch_size, heads_num, slice_len, head_size]``。
             k: 本进程的键，``[batch_size, heads_num, slice_len, head_size]``。
             v: 本进程的值，``[batch_size, heads_num, slice_len, v_size]``。
@@ -196,11 +196,11 @@ def ring_attention(
             group: 进程组，或者一维的 ``DeviceMesh``（用它的进程组）；``None`` 表示默认进程组。
             block_size: 每一步里 [`TiledAttention`][mha.tiled.TiledAttention] 的分块大小。
 
-        返回:
+        返回：
             本进程那一段的输出，``[batch_size, heads_num, slice_len, v_size]``，dtype 与 ``q``
                 相同。
 
-        引发:
+        异常：
             TypeError: ``is_causal`` 不是 ``bool``，或者 ``group`` 既不是进程组、``DeviceMesh``
                 也不是 ``None``。
             ValueError: 各进程传入的形状、dtype、设备或 ``is_causal`` 不同（错误信息写出是哪个
@@ -516,7 +516,7 @@ class HeadsAcrossRanks(nn.Module):
         ``kv_heads < world`` 时几个进程共用的键/值头）由梯度钩子把各进程的那份加起来，反向传播里
         每个参数一次 all-reduce；需要梯度的输入，其梯度在各进程间求和（再一次 all-reduce）。
 
-        参数:
+        参数：
             local: 本进程的 ``MHA``。
             group: 进程组（``None``：默认进程组）。
             kv_heads: 整个模块的键/值头数（``None``：``local.kv_heads * world``，即拆分）；比进程数
@@ -571,12 +571,12 @@ class HeadsAcrossRanks(nn.Module):
             先调用 ``local`` 的前向计算（参数与 ``MHA.forward`` 相同；缓存里存的是本进程的
             键/值头），再在各进程间求和。
 
-            参数:
+            参数：
                 x: 查询的输入，与 ``MHA.forward`` 相同。
                 context: 交叉注意力里键和值的输入，与 ``MHA.forward`` 相同。
                 **kwargs: ``MHA.forward`` 的关键字参数。
 
-            返回:
+            返回：
                 每个进程上都是整个模块的输出；``need_weights`` 为真时再返回本进程各头的注意力权重。
         """
         if dist.is_initialized() and dist.get_world_size(self.group) > 1:
@@ -642,25 +642,26 @@ def head_ranges(heads_num: int, kv_heads: int, world: int, rank: int) -> tuple[r
             size).
 
     Examples:
+        >>> # 4 个进程：每个进程 2 个查询头；2 个键/值头，每 2 个进程共用一个
         >>> head_ranges(8, 2, 4, 3)  # 4 ranks: 2 query heads each; 2 kv heads, one per 2 ranks
         (range(6, 8), range(1, 2))
 
     中文:
-        ``world`` 个进程中第 ``rank`` 个留下的查询头和键/值头。
+        ``world`` 个进程中，进程 ``rank`` 留下的查询头和键/值头。
 
         每个进程按顺序留 ``heads_num / world`` 个查询头。``world`` 整除 ``kv_heads`` 时键/值头同样
         分开；键/值头比进程少时，每个进程留下它的查询头共用的那一个（复制，推理服务就是这样做的）。
 
-        参数:
+        参数：
             heads_num: 查询头数。
             kv_heads: 键/值头数。
             world: 进程数。
             rank: 本进程的编号。
 
-        返回:
+        返回：
             ``(query_heads, kv_heads)``，两个头编号的 range。
 
-        引发:
+        异常：
             ValueError: ``heads_num`` 不能被 ``world`` 整除，或者键/值头既不能拆分也不能共用（错误
                 信息会写出 ``heads_num``、``kv_heads`` 和进程数）。
     """
@@ -709,7 +710,7 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
             ``world - 1``.
 
     中文:
-        ``world`` 个进程中第 ``rank`` 个留下的那部分 ``model``，是一个普通的 ``MHA``。
+        ``world`` 个进程中，进程 ``rank`` 留下的那部分 ``model``，是一个普通的 ``MHA``。
 
         它的头就是 [`head_ranges`][mha.parallel.head_ranges] 给出的：这些头在 ``W_q``、``W_k``、
         ``W_v`` 里的行（以及偏置）和在 ``W_o`` 里的列。``W_o`` 的偏置只留在进程 0 上（其他进程的
@@ -719,19 +720,19 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
         输出之和就是
         ``model`` 的输出：[`shard_heads`][mha.parallel.shard_heads] 的 all-reduce 算的正是这个和。
 
-        参数:
+        参数：
             model: 要拆分的模块。
-            rank: 进程编号，``0`` 到 ``world - 1``。
+            rank: 进程编号，0–``world - 1``。
             world: 进程数。
 
-        返回:
+        返回：
             一个新的 ``MHA``，有 ``heads_num / world`` 个头，dtype、设备和训练模式与 ``model``
                 相同。
 
-        引发:
+        异常：
             TypeError: ``model`` 不是 ``mha.full.MHA``，或者 ``rank``、``world`` 不是 ``int``。
             ValueError: 与 [`head_ranges`][mha.parallel.head_ranges] 相同，或者 ``rank`` 不在
-                ``0`` 到 ``world - 1`` 之间。
+                0–``world - 1`` 之间。
     """
     if not isinstance(model, MHA):
         raise TypeError(f"model must be a mha.full.MHA, got {type(model).__name__}")
@@ -812,15 +813,15 @@ def shard_heads(model: MHA, group: Any = None) -> HeadsAcrossRanks:
         训练时，每个进程各走一步优化器，等于 ``model`` 走一步：要加起来的梯度见
         [`HeadsAcrossRanks`][mha.parallel.HeadsAcrossRanks]。
 
-        参数:
+        参数：
             model: 要拆分的模块，每个进程上都相同。
             group: 进程组，或者一维的 ``DeviceMesh``（用它的进程组）；``None`` 表示默认进程组。
 
-        返回:
+        返回：
             一个 [`HeadsAcrossRanks`][mha.parallel.HeadsAcrossRanks]：调用方式与 ``model`` 相同，
                 每个进程上都得到 ``model`` 的输出，只用一次 all-reduce。
 
-        引发:
+        异常：
             TypeError: ``model`` 不是 ``mha.full.MHA``，或者 ``group`` 既不是进程组、``DeviceMesh``
                 也不是 ``None``。
             ValueError: ``heads_num`` 不能被进程数整除，键/值头既不能拆分也不能共用（错误信息会写出
@@ -867,15 +868,15 @@ def launch(fn: Callable[..., Any], world: int, *args: Any) -> list[Any]:
         这些进程从当前进程 fork 出来（不启动新的解释器，也不用 ``torchrun``），各自只用一个线程，
         通过临时文件夹里的一个文件加入进程组。``fn`` 的返回值用 ``torch.save`` 保存，再在这里读回。
 
-        参数:
+        参数：
             fn: 进程组初始化之后，在每个进程里以 ``fn(rank, world, *args)`` 调用。
             world: 进程数。
             *args: 传给 ``fn`` 的参数。
 
-        返回:
+        返回：
             各进程上 ``fn`` 的返回值，按进程编号排列。
 
-        引发:
+        异常：
             RuntimeError: 这个平台不能 fork 进程（Windows）；请用 ``torchrun``。
     """
     _check_length("world", world, positive=True)
@@ -910,11 +911,11 @@ def example(rank: int, world: int) -> list[str]:
         一个 ``MHA(64, 8, kv_heads=2)`` 和一条 16 个位置的序列的两种拆法，都和单个进程里的同一
         计算比较。
 
-        参数:
+        参数：
             rank: 本进程的编号。
             world: 进程数。
 
-        返回:
+        返回：
             本进程要报告的几行文字。
     """
     on_cuda = dist.get_backend() == "nccl"

@@ -1,18 +1,19 @@
 """The API reference describes every parameter in both languages, and the zh page in Chinese.
 
 The docstrings of ``mha`` are bilingual: English, then a last section ``中文:`` that says
-the same in Chinese with the titles 参数, 返回, 引发 and 属性 (``mha_site/docstring_language.py``,
-which also picks the page's language at build time). For every public callable the API
-page documents (each ``:::`` object of ``docs/en/api.md``, and the public methods a
-class defines, such as ``forward``; a class's ``__init__`` is merged into it), read its
-signature with ``inspect.signature`` and check, in each language:
+the same in Chinese with the titles 参数：, 返回：, 异常： and 属性：
+(``mha_site/docstring_language.py``, which also picks the page's language at build time). For
+every public callable the API page documents (each ``:::`` object of ``docs/en/api.md``, and the
+public methods a class defines, such as ``forward``; a class's ``__init__`` is merged into it),
+read its signature with ``inspect.signature`` and check, in each language:
 
 - a summary, and every parameter of the signature (``self`` aside) described, none extra;
 - a Returns section when the callable returns something;
 - the same exception types under Raises, in the same order;
 - the Chinese in Chinese: every description has Chinese characters and no English phrase (three
   Latin words in a row, code aside), and uses the glossary's terms; the English without Chinese;
-- the examples written once, in the English part, and shown on both pages.
+- the examples written once, in the English part, and shown on both pages, each comment in the
+  page's language: an English comment has its Chinese twin, a ``>>> # 中文`` line above it.
 
 The checker reads the docstrings as the build does (``in_language``, then griffe's Google parser).
 The pages that show the package's code show each docstring in their language
@@ -49,6 +50,8 @@ NO_RETURN = (None, "None", type(None), inspect.Signature.empty)
 SHOWN_MODULES = ("annotated", "pure", "checks", "interop")
 # The Chinese titles of a shown docstring and the Google titles they stand for.
 GOOGLE = {**hook.TITLES, "示例": "Examples"}
+# A line of an example that is code, not only a comment: what a page must show of every example.
+EXAMPLE_CODE = re.compile(r"^[ \t]*>>> (?![ \t]*#)", re.MULTILINE)
 
 
 @dataclass
@@ -154,6 +157,15 @@ def without_code(text: str) -> str:
     return LINK_TARGET.sub(" ", CODE.sub(" ", text))
 
 
+def without_comments(example: str) -> list[str]:
+    """An example's lines without their comments, and without the lines that are only one."""
+    lines = [
+        (hook._comment(line)[0] if hook._comment(line)[1] else line)
+        for line in example.splitlines()
+    ]
+    return [line for line in lines if line.strip() != ">>>"]
+
+
 def problems(name: str, signature: inspect.Signature, docstring: str) -> list[str]:
     """What the docstring of ``name`` fails to say in either language; empty when all is said."""
     if hook.split(inspect.cleandoc(docstring))[1] is None:
@@ -184,8 +196,18 @@ def problems(name: str, signature: inspect.Signature, docstring: str) -> list[st
         )
     if len(en.returns) != len(zh.returns):
         found.append(f"{name}: {len(en.returns)} returns in en, {len(zh.returns)} in zh")
-    if en.examples != zh.examples:
+    if [without_comments(e) for e in en.examples] != [without_comments(e) for e in zh.examples]:
         found.append(f"{name}: the zh page would not show the English part's examples")
+    english = hook.split(inspect.cleandoc(docstring))[0]
+    found += [f"{name}: {problem}" for problem in hook.example_problems(hook.examples(english))]
+    for lang, d in said.items():
+        other = "zh" if lang == "en" else "en"
+        comments = [hook._comment(line) for e in d.examples for line in e.splitlines()]
+        found += [
+            f"{name} ({lang}): the examples show the {other} comment {comment!r}"
+            for _, comment, language in comments
+            if language == other
+        ]
     for what, text in zh.prose():
         if not CHINESE.search(text):
             found.append(f"{name} (zh): {what} has no Chinese: {text!r}")
@@ -268,11 +290,11 @@ def shown_source_problems(module: str, lang: str) -> list[str]:
     found = []
     if hook.MARKER in shown:
         found.append(f"{module}: a {hook.MARKER} part is left in the {lang} code")
-    if shown.count(">>>") != source.count(">>>"):
+    if len(EXAMPLE_CODE.findall(shown)) != len(EXAMPLE_CODE.findall(source)):
         found.append(f"{module} ({lang}): examples lost")
     before, after = ast.parse(source), ast.parse(shown)
     shown_docstrings = docstrings_of(after)
-    titles = {f"{zh}:": f"{google}:" for zh, google in GOOGLE.items()}
+    titles = {f"{zh}{hook.COLON}": f"{google}:" for zh, google in GOOGLE.items()}
     for name, docstring in docstrings_of(before).items():
         expected = hook.in_language(docstring, lang)
         got = "\n".join(titles.get(line, line) for line in shown_docstrings[name].splitlines())
@@ -291,7 +313,7 @@ SECTION_KINDS = {
     "Returns": "returns",
     "返回": "returns",
     "Raises": "raises",
-    "引发": "raises",
+    "异常": "raises",
 }
 
 

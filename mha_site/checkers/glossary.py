@@ -52,10 +52,11 @@ NOT_PROSE = (INLINE_CODE, LINK_TARGET, ATTRIBUTES, URL)
 # Heads, positions, rows, columns, channels, sequences and column blocks are numbered from 0 and
 # written 头 0、位置 2、行 0–19、列 19、通道 5i–5i+4、句子 0、列块 i: "第 0 个头" reads as the first
 # or as the zeroth, "第 i 行" leaves the reader to guess whether i starts at 0 or 1. A number is
-# digits, one letter, inline code or math; "第 a 到第 b 行" is caught as a whole. 第 0 维 (a
-# dimension, as PyTorch counts them) is not in the list.
-NUMBER = r"(?:\$[^$\n]+\$|`[^`\n]+`|\d+|[A-Za-z])"
-NUMBERED = r"(?:注意力头|头|位置|通道|列块|行|列(?!表)|句子|句|序列)"
+# digits, one letter, inline code (a docstring's ``i`` too) or math; "第 a 到第 b 行" is caught as a
+# whole. 第 0 维 (a dimension, as PyTorch counts them) is not in the list; 层, 步, 对 and 进程 are,
+# as the docstrings number them (层 ``i``, 步 0, 对 ``i``, 进程 ``rank``).
+NUMBER = r"(?:\$[^$\n]+\$|``[^`\n]+``|`[^`\n]+`|\d+|[A-Za-z])"
+NUMBERED = r"(?:注意力头|头|位置|通道|列块|行|列(?!表)|句子|句|序列|层|步|对|进程)"
 ORDINAL = re.compile(
     rf"第[ \t]*{NUMBER}(?:[ \t]*(?:到|至|–|-|~)[ \t]*第?[ \t]*{NUMBER})?"
     rf"[ \t]*(?:\*\*)?[ \t]*(?:个|条)?{NUMBERED}"
@@ -63,6 +64,9 @@ ORDINAL = re.compile(
 # A range of numbers is written 0–4 (an en dash): not 0 到 4, 0..4, 0 .. t or $0 \ldots 4$. A
 # list in a formula ($0, \ldots, h-1$, with commas) is not a range.
 RANGE = re.compile(r"\d+[ \t]*(?:到|至|\.\.|\\ldots|\\dots)(?![ \t]*,)[ \t]*[\w`$(]")
+# A range with a code end is written 0–``q_len - 1`` (通道 `5*i`–`5*i+4`), the code in its own
+# span: not ``0 .. q_len - 1``, a range inside one span, as the English docstrings write it.
+CODE_RANGE = re.compile(r"(`+)[ \t]*\d+[ \t]*\.\.[^`\n]*\1")
 # Eval mode (model.eval()) and inference mode (torch.inference_mode()) are different things: a
 # sentence that names one term next to the other's API, without its own, has mixed them up.
 MODES = {"评估模式": "inference_mode", "推理模式": ".eval()"}
@@ -237,12 +241,13 @@ def find_ordinals(text: str, where: str, kind: str = "markdown") -> list[Hit]:
 
 def find_ranges(text: str, where: str, kind: str = "markdown") -> list[Hit]:
     """Ranges of numbers written other than with an en dash (0 到 4, 0..4): write 0–4. Code is
-    not prose: inline code is left out, in a docstring's ``literals`` too."""
-    lines = [INLINE_CODE.sub(" ", line) for line in readable_lines(text, kind)]
+    not prose: inline code is left out, in a docstring's ``literals`` too, but for a range written
+    inside one span (``0 .. n``): write 0–``n``."""
+    lines = readable_lines(text, kind, inline_code=True)
     return [
-        Hit(where, number, found.group(0), "0–4")
+        Hit(where, number, found.group(0), "0–4, 0–``n - 1``")
         for number, line in enumerate(lines, start=1)
-        for found in RANGE.finditer(line)
+        for found in [*RANGE.finditer(INLINE_CODE.sub(" ", line)), *CODE_RANGE.finditer(line)]
     ]
 
 
