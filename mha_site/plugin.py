@@ -24,6 +24,7 @@ from mha_site import (
     markers,
     math_font,
     mathml,
+    not_found,
     notation_link,
     runnable,
     search_dictionary,
@@ -44,6 +45,7 @@ STEPS = (
     explorer,  # the shape explorer's steps, from a real mha.trace.record run (JSON in the page)
     cache_size,  # the cache explorer's published configurations (JSON in the page)
     notation_link,  # under each page's title, a link to the notation page
+    not_found,  # each language's 404 page in its folder, the default one at the root
 )
 
 

@@ -102,7 +102,7 @@ def test_includes_render_the_real_code(built_site):
 def test_api_reference_has_section_headings_in_each_language(built_site):
     en = re.sub(r"<[^>]+>", " ", html_of(built_site, "en", "api.md"))
     zh = re.sub(r"<[^>]+>", " ", html_of(built_site, "zh", "api.md"))
-    for english, chinese in [("Parameters:", "参数"), ("Raises:", "引发"), ("Returns:", "返回")]:
+    for english, chinese in [("Parameters:", "参数"), ("Raises:", "异常"), ("Returns:", "返回")]:
         assert english in en, f"en API page lacks {english!r}"
         assert chinese in zh and english not in zh, f"zh API page says {english!r}, not {chinese!r}"
     assert "mha.annotated.MHA" in en and "mha.annotated.MHA" in zh

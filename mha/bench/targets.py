@@ -27,10 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mha.bench.cases.parts import rest
+from mha.bench.implementations import BY_NAME
 
 Text = tuple[str, str]
 """A text in both languages: (English, 中文). The page shows the one of its language."""
 NOTHING: Text = ("", "")
+FAST = BY_NAME["full-fast"].zh
+"""The Chinese texts name ``full-fast`` as the Chinese page labels it: 完整版 fast=True."""
 
 
 def join(*parts: Text) -> Text:
@@ -88,7 +91,7 @@ class Row:
 @dataclass(frozen=True)
 class Target:
     name: Text
-    """Formatted with the row's fields: ``{seq_len}``, ``{kv_heads}`` ..."""
+    """Formatted with the row's fields: ``{seq_len}``, ``{kv_heads}`` ... (and ``{FAST}``)."""
     metric: str
     """The row's field it checks."""
     op: str
@@ -164,7 +167,7 @@ def parts_text(results: dict, seq: int, row: dict | None = None) -> Text:
             f"alone {p['sdpa_ms']:.1f} ms ({p['sdpa_fraction_of_gemm']:.2f} of the GEMM "
             f"rate), the four projections alone {p['projections_ms']:.1f} ms "
             f"({p['projections_fraction_of_gemm']:.2f} of the GEMM rate), ",
-            f"seq_len {seq} 时 full-fast 用时 {p['full_fast_ms']:.1f} ms：其中 SDPA 算子单独 "
+            f"seq_len {seq} 时{FAST} 用时 {p['full_fast_ms']:.1f} ms：其中 SDPA 算子单独 "
             f"{p['sdpa_ms']:.1f} ms（GEMM 速率的 {p['sdpa_fraction_of_gemm']:.2f}），"
             f"四个投影单独 {p['projections_ms']:.1f} ms"
             f"（GEMM 速率的 {p['projections_fraction_of_gemm']:.2f}），",
@@ -214,7 +217,7 @@ def _memory(results: dict, fast: dict, target: Target) -> Text:
         f"({ref_mb / scores:.1f} times one [batch, heads, L, L] score tensor of "
         f"{scores:.0f} MB); the target needs those activation-sized tensors to stay under a "
         f"tenth of what nn.MultiheadAttention keeps",
-        f"seq_len {seq} 时 full-fast 的内存增长了 {grew:.0f} MB，是一个 [batch, seq_len, hidden] "
+        f"seq_len {seq} 时{FAST} 的内存增长了 {grew:.0f} MB，是一个 [batch, seq_len, hidden] "
         f"张量（{one:.0f} MB：输入、q、k、v、注意力输出和合并各头后的副本都是这么大）的 "
         f"{grew / one:.1f} 倍；nn.MultiheadAttention 增长了 {ref_mb:.0f} MB，是一个 "
         f"{scores:.0f} MB 的 [batch, heads, L, L] 分数张量的 {ref_mb / scores:.1f} 倍。目标要求这些"
@@ -231,7 +234,7 @@ def _masked(results: dict, masked: dict, target: Target) -> Text:
         f"at seq_len {seq} full-fast grew {grew:.0f} MB with a [batch, 1, 1, L] padding mask "
         f"and {plain:.0f} MB without; the mask expanded to [batch, 1, L, L] would be "
         f"{mask_mb:.0f} MB as booleans and four times that as the kernel's float copy",
-        f"seq_len {seq} 时，带 [batch, 1, 1, L] 填充掩码的 full-fast 内存增长 {grew:.0f} MB，"
+        f"seq_len {seq} 时，带 [batch, 1, 1, L] 填充掩码的{FAST} 内存增长 {grew:.0f} MB，"
         f"不带掩码时 {plain:.0f} MB；掩码若扩展成 [batch, 1, L, L]，布尔型就有 {mask_mb:.0f} MB，"
         f"算子转成的浮点副本又是它的四倍",
     )
@@ -279,7 +282,7 @@ def _causal(results: dict, row: dict, target: Target) -> Text:
         + (
             "; at this short length fixed per-call costs are a large share of both" if short else ""
         ),
-        f"seq_len {seq} 时，带因果掩码的 full-fast 用时 {fc['median_ms']:.1f} ms（是不带掩码时的 "
+        f"seq_len {seq} 时，带因果掩码的{FAST} 用时 {fc['median_ms']:.1f} ms（是不带掩码时的 "
         f"{share:.2f}：{skip[1]}），带因果掩码的 nn.MultiheadAttention 用时 "
         f"{tc['median_ms']:.1f} ms"
         f"（是它不带掩码时的 {torch_share:.2f}）"
@@ -337,7 +340,7 @@ def _forward_time(seq: int, bound: float) -> Target:
     return Target(
         name=(
             "full-fast forward time / nn.MultiheadAttention at seq_len {seq_len}",
-            "seq_len {seq_len} 时 full-fast 前向用时 / nn.MultiheadAttention",
+            "seq_len {seq_len} 时{FAST} 前向用时 / nn.MultiheadAttention",
         ),
         metric="ratio_vs_torch",
         op="<=",
@@ -351,7 +354,7 @@ def _gemm_fraction(seq: int) -> Target:
     return Target(
         name=(
             "full-fast forward fraction of the same-run GEMM rate at seq_len {seq_len}",
-            "seq_len {seq_len} 时 full-fast 前向达到同一次运行里 GEMM 速率的比例",
+            "seq_len {seq_len} 时{FAST} 前向达到同一次运行里 GEMM 速率的比例",
         ),
         metric="fraction_of_gemm",
         op=">=",
@@ -384,7 +387,7 @@ TARGETS = (
     Target(
         name=(
             "full-fast peak memory growth / nn.MultiheadAttention at seq_len {seq_len}",
-            "seq_len {seq_len} 时 full-fast 峰值内存增长 / nn.MultiheadAttention",
+            "seq_len {seq_len} 时{FAST} 峰值内存增长 / nn.MultiheadAttention",
         ),
         metric="ratio_vs_torch",
         op="<=",
@@ -396,8 +399,7 @@ TARGETS = (
         name=(
             "full-fast peak memory growth with a [batch, 1, 1, L] padding mask / without, "
             "at seq_len {seq_len}",
-            "seq_len {seq_len} 时 full-fast 带 [batch, 1, 1, L] 填充掩码与不带掩码的"
-            "峰值内存增长之比",
+            "seq_len {seq_len} 时{FAST} 带 [batch, 1, 1, L] 填充掩码与不带掩码的峰值内存增长之比",
         ),
         metric="ratio_vs_unmasked",
         op="<=",
@@ -408,7 +410,7 @@ TARGETS = (
     Target(
         name=(
             "full-fast causal forward time / nn.MultiheadAttention causal at seq_len {seq_len}",
-            "seq_len {seq_len} 时 full-fast 因果前向用时 / nn.MultiheadAttention 因果前向用时",
+            "seq_len {seq_len} 时{FAST} 因果前向用时 / nn.MultiheadAttention 因果前向用时",
         ),
         metric="ratio_vs_torch",
         op="<=",
@@ -465,12 +467,12 @@ def evaluate(results: dict, targets=TARGETS) -> list[Checked]:
             measured = target.row.lengths(results)
             if target.row.seq_len is None or not measured:
                 continue
-            name = tuple(n.format(seq_len=target.row.seq_len) for n in target.name)
+            name = tuple(n.format(seq_len=target.row.seq_len, FAST=FAST) for n in target.name)
             checked.append(Checked(target, name, None, None, None, tuple(measured)))
             continue
         value = row[target.metric]
         met = target.met(value)
-        name = target.name[0].format(**row), target.name[1].format(**row)
+        name = target.name[0].format(**row), target.name[1].format(**row, FAST=FAST)
         why = None if met else target.reason(results, row, target)
         checked.append(Checked(target, name, value, met, why))
     return checked
