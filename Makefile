@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine:
 #   make serve   set up, build and serve the site at http://127.0.0.1:8000
 #   make test    set up and run every test (unit, doc, parity, strict build, browser)
-# and, for contributors: make check (the consistency checkers alone, in well under a minute).
+# and, for contributors (CONTRIBUTING.md says which for which change): make check (the consistency
+# checkers alone, in seconds), make quick [FILES=...], make page PAGE=rope, make matrix.
 VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed

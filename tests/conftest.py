@@ -259,7 +259,9 @@ def selected_pages(config) -> tuple[str, ...]:
     known = page_names()
     chosen = []
     for given in config.getoption("page"):
-        name = given.removeprefix("docs/").removesuffix(".md") + ".md"
+        parts = given.split("/")  # rope, rope.md, or a source: docs/zh/rope.md
+        name = "/".join(parts[2:] if parts[0] == "docs" and len(parts) > 2 else parts)
+        name = name.removesuffix(".md") + ".md"
         if name not in known:
             raise pytest.UsageError(f"--page {given}: no such page (docs/en/{name})")
         chosen.append(name)
