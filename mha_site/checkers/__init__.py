@@ -21,6 +21,7 @@ CHECKERS: tuple[str, ...] = (
     "parity",
     "glossary",
     "prose_shapes",
+    "notation_symbols",
     "shape_table",
     "api_languages",
     "shape_comments",
