@@ -30,16 +30,6 @@ whatever part of it they look at.
 - a widget open: every rule over the widget (the search dialog, the highlighted terms, the
   language menu); the page behind it is the page's own check.
 
-That is for the pages of ``TEMPLATES``, chosen for what their templates differ in. Every other page
-(``PAGE_RUNS``) gets the colour rules over its article only, in each state, and every other rule as
-above: what lies outside the article (header, navigation, table of contents, footer) is drawn by
-the template, in its colours. That is proven, not assumed: in each state, each page records what
-the colour rules read of every text outside its article (its colour, the backgrounds behind it,
-its size, weight and opacity: ``OUTSIDE_COLOURS``), and its test fails if it shows one that no
-template's page of its language shows there (a formula in a heading did: the math page is a
-template for it). A fault planted in each state's runs, of either kind, is caught, and so is faint
-text planted outside the article. ``--page`` (a page alone) checks that page with every rule.
-
 A failure lists, per page, each rule violated with its number of elements and a few of them. Rules
 left out are listed below, each with its reason. Without Chromium, CJK fonts or axe-core these tests
 skip with a reason; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/run``) they fail.
@@ -48,7 +38,6 @@ skip with a reason; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/run``) they fai
 from __future__ import annotations
 
 import os
-import threading
 
 import pytest
 from support import (
@@ -86,23 +75,6 @@ RUNS = {
     "highlight": [({"include": [["article mark[data-md-highlight]"]]}, "every")],
     "menu": [({"include": [[".md-header .md-select"]]}, "every")],
 }
-ARTICLE = {"include": [["article"]]}
-# A page that is no template gets the colour rules over its article only, in each state: what lies
-# outside the article (header, navigation, table of contents, footer) is the template's, whose
-# colours the TEMPLATES' pages are checked for in every state; each page proves that it shows no
-# colours there that a template does not (``outside_colours``), so the check it skips cannot
-# differ from the one its templates passed.
-PAGE_RUNS = {
-    "light": [(None, "others"), (ARTICLE, "colour")],
-    "dark": [(ARTICLE, "colour"), RUNS["dark"][1]],
-    "phone": [(None, "others")],
-}
-# Pages checked with every rule in every state, chosen for what their templates differ in: the
-# home page (no table of contents, no previous link), the math page (formulas in its headings, so
-# in its table of contents), the walkthrough (deep dives, code, the explorer's form), the API page
-# (mkdocstrings' tables, its long table of contents), the performance page (the benchmark's
-# tables and pictures), the glossary (tables, the last page: no next link).
-TEMPLATES = ("index.md", "math.md", "walkthrough.md", "api.md", "performance.md", "glossary.md")
 # axe.run's options for each kind of rules, worked out in the page from axe's own rule list.
 AXE_RUN = """async ([runs, tags]) => {
     const wcag = axe.getRules(tags).filter(rule => !rule.tags.includes("experimental"));
@@ -182,13 +154,13 @@ def open_page(tab: Tab, lang: str, page: str, scheme: str, query: str = ""):
     return p
 
 
-def axe_violations(p, axe_script: str, state: str, runs: dict = RUNS) -> list[dict]:
-    """axe's WCAG 2 A/AA violations of the page as it is now in ``state`` (its ``runs``: RUNS, or
-    PAGE_RUNS for a page that is no template), less the PENDING ones."""
+def axe_violations(p, axe_script: str, state: str) -> list[dict]:
+    """axe's WCAG 2 A/AA violations of the page as it is now in ``state`` (its RUNS), less the
+    PENDING ones."""
     p.evaluate("document.fonts.ready")
     if not p.evaluate("typeof axe !== 'undefined'"):
         p.add_script_tag(path=axe_script)
-    found = p.evaluate(AXE_RUN, [runs[state], WCAG_TAGS])
+    found = p.evaluate(AXE_RUN, [RUNS[state], WCAG_TAGS])
     matches = "([target, selector]) => document.querySelector(target).matches(selector)"
     kept = []
     for violation in found:
@@ -203,49 +175,9 @@ def axe_violations(p, axe_script: str, state: str, runs: dict = RUNS) -> list[di
     return kept
 
 
-# What the colour rules read of each text outside the article, once per kind: every visible element
-# with text of its own (or a form field) outside the article, as (link or not, its colour, the
-# background colours behind it up to the first opaque one, its font size and weight, the opacity
-# it is drawn with, its text shadow; for a link, its underline and its parent's colour).
-OUTSIDE_COLOURS = """() => {
-    const article = document.querySelector("article");
-    const style = e => getComputedStyle(e);
-    const behind = e => {
-        const chain = [];
-        for (let n = e; n; n = n.parentElement) {
-            const s = style(n);
-            if (s.backgroundImage !== "none") chain.push(s.backgroundImage);
-            if (s.backgroundColor !== "rgba(0, 0, 0, 0)") {
-                chain.push(s.backgroundColor);
-                if (!s.backgroundColor.startsWith("rgba")) break;
-            }
-        }
-        return chain.join(" over ");
-    };
-    const opacity = e => {
-        let o = 1;
-        for (let n = e; n; n = n.parentElement) o *= Number(style(n).opacity);
-        return o;
-    };
-    const found = new Set();
-    for (const e of document.body.querySelectorAll("*")) {
-        const shown = e.checkVisibility({ visibilityProperty: true, opacityProperty: true });
-        if (article.contains(e) || !shown) continue;
-        const text = [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
-        if (!text && !e.matches("input, select, textarea")) continue;
-        const s = style(e), link = e.tagName === "A";
-        found.add(JSON.stringify([link, s.color, behind(e), s.fontSize, s.fontWeight, opacity(e),
-            s.textShadow, link ? [s.textDecorationLine, style(e.parentElement).color] : null]));
-    }
-    return [...found].sort();
-}"""
-
-
-def check_page(tab: Tab, axe_script: str, lang: str, page: str, runs: dict = RUNS):
+def check_page(tab: Tab, axe_script: str, lang: str, page: str):
     """Check the page in each of its states, in one load: light and dark on the desktop screen,
-    then light on the phone screen, with ``runs`` (RUNS, or PAGE_RUNS for a page that is no
-    template). Yields each state with its violations, then, under ``(state, "outside")``, each
-    state with the colours shown outside the article (``OUTSIDE_COLOURS``)."""
+    then light on the phone screen. Yields each state with its violations."""
     p = tab.page
     p.set_viewport_size(SCREENS["desktop"])
     open_page(tab, lang, page, "light")
@@ -256,8 +188,7 @@ def check_page(tab: Tab, axe_script: str, lang: str, page: str, runs: dict = RUN
             switch_scheme(p, "light")
             p.set_viewport_size(SCREENS["phone"])
             p.evaluate(NEXT_FRAME)  # laid out at the new width
-        yield state, axe_violations(p, axe_script, state, runs)
-        yield (state, "outside"), p.evaluate(OUTSIDE_COLOURS)
+        yield state, axe_violations(p, axe_script, state)
         if page == "walkthrough.md" and state != "phone":
             # code-heavy: its colours, looked at in screenshots/
             p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
@@ -283,6 +214,9 @@ def check_widgets(tab: Tab, axe_script: str, lang: str, scheme: str):
     yield "menu", axe_violations(p, axe_script, "menu")
 
 
+CHECKS = {"page": check_page, "widgets": check_widgets}
+
+
 class PageChecks:
     """The checks the selected tests ask for, run ahead of them by ``WORKERS`` browsers side by
     side (``support.BrowserThreads``), in the order the tests ask; each result waits, kept, for
@@ -290,39 +224,10 @@ class PageChecks:
     load, say) fails each of its tests."""
 
     def __init__(self, site_url: str, axe_script: str, jobs: list[tuple[str, str, str]]):
-        # The templates' pages first: the other pages' checks are compared with theirs. A page is
-        # checked with PAGE_RUNS only when every template of its language is checked here too.
-        jobs = sorted(jobs, key=lambda job: not (job[0] == "page" and job[2] in TEMPLATES))
-        self.reduced = {
-            job
-            for job in jobs
-            if job[0] == "page"
-            and job[2] not in TEMPLATES
-            and all(("page", job[1], template) in jobs for template in TEMPLATES)
-        }
-        self.outside: dict[tuple[str, str, str], set[str]] = {}  # (lang, page, state) -> colours
-        self.ended: set[tuple[str, str]] = set()  # (lang, page) whose check is over
-        self.recorded = threading.Condition()
-
         def run(tab: Tab, job: tuple[str, str, str]):
             kind, lang, target = job
-            if kind == "widgets":
-                for state, found in check_widgets(tab, axe_script, lang, target):
-                    yield (kind, state, lang, target), found
-                return
-            runs = PAGE_RUNS if job in self.reduced else RUNS
-            try:
-                for state, found in check_page(tab, axe_script, lang, target, runs):
-                    if isinstance(state, tuple):  # the colours outside the article, kept
-                        with self.recorded:
-                            self.outside[lang, target, state[0]] = set(found)
-                            self.recorded.notify_all()
-                    else:
-                        yield (kind, state, lang, target), found
-            finally:  # done, or failed (its tests say why): no page waits for it any longer
-                with self.recorded:
-                    self.ended.add((lang, target))
-                    self.recorded.notify_all()
+            for state, found in CHECKS[kind](tab, axe_script, lang, target):
+                yield (kind, state, lang, target), found
 
         self.threads = BrowserThreads(
             jobs,
@@ -337,24 +242,6 @@ class PageChecks:
         widgets in the scheme ``target``) in ``state``."""
         assert state in STATES[kind], f"no {state} check of {kind}"
         return self.threads.result((kind, lang, target), (kind, state, lang, target))
-
-    def colours_no_template_shows(self, lang: str, page: str, state: str) -> set[str] | None:
-        """For a page checked with PAGE_RUNS, the colours it shows outside the article in
-        ``state`` that no template's page of its language shows there (checked by every rule);
-        None for a page checked with every rule."""
-        if ("page", lang, page) not in self.reduced:
-            return None
-        keys = [(lang, template, state) for template in TEMPLATES] + [(lang, page, state)]
-        with self.recorded:
-            self.recorded.wait_for(lambda: all(k[:2] in self.ended for k in keys), 600)
-            missing = [f"{k[0]}/{k[1]}" for k in keys if k not in self.outside]
-            assert not missing, f"{lang}/{page} ({state}): no colours recorded on {missing}"
-            return uncovered(self.outside[lang, page, state], *(self.outside[k] for k in keys[:-1]))
-
-
-def uncovered(shown: set[str], *checked: set[str]) -> set[str]:
-    """The colours of ``shown`` (``OUTSIDE_COLOURS``) that none of the ``checked`` pages shows."""
-    return set(shown).difference(*checked)
 
 
 @pytest.fixture(scope="module")
@@ -461,17 +348,6 @@ def test_characterisation_a_page_narrowed_in_place_lays_out_as_one_loaded_narrow
 def test_page_has_no_wcag_violation(page_checks, page, lang, scheme):
     found = page_checks.violations("page", scheme, lang, page)
     assert not found, report(found, f"{lang}/{page} ({scheme})")
-    assert_templates_cover(page_checks, lang, page, scheme)
-
-
-def assert_templates_cover(page_checks, lang: str, page: str, state: str) -> None:
-    """A page checked with PAGE_RUNS shows outside its article only colours its templates show."""
-    new = page_checks.colours_no_template_shows(lang, page, state)
-    assert not new, (
-        f"{lang}/{page} ({state}) shows outside its article colours no page of TEMPLATES shows, "
-        f"which its check does not run the colour rules over: {sorted(new)[:5]}; add a template "
-        "page that shows them, or check the page with every rule"
-    )
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
@@ -480,7 +356,6 @@ def test_page_on_a_phone_has_no_wcag_violation(page_checks, page, lang):
     """390 px wide, light scheme (the colours are the desktop's, checked above in both schemes)."""
     found = page_checks.violations("page", "phone", lang, page)
     assert not found, report(found, f"{lang}/{page} (phone)")
-    assert_templates_cover(page_checks, lang, page, "phone")
 
 
 @pytest.mark.page("index.md", "walkthrough.md")
@@ -514,15 +389,6 @@ PLANTED = {
     ("highlight", "article mark[data-md-highlight]", FAINT): "color-contrast",
     ("menu", ".md-header .md-select", EMPTY): "button-name",
 }
-# The same, for a page that is no template (PAGE_RUNS): the colour rules over the article only.
-PLANTED_ON_PAGES = {
-    ("light", "article", FAINT): "color-contrast",
-    ("light", ".md-header", EMPTY): "button-name",
-    ("dark", "article", FAINT): "color-contrast",
-    ("dark", "form[data-md-component=palette]", EMPTY): "button-name",
-    ("phone", "article", EMPTY): "button-name",
-    ("phone", ".md-footer", EMPTY): "button-name",
-}
 
 
 @pytest.mark.premise
@@ -536,42 +402,14 @@ def test_each_state_checks_what_it_changes_and_catches_a_fault_planted_there(tab
     )
     assert sorted(colour) == ["color-contrast", "link-in-text-block"], colour
     missed = []
-    plants = [(key, rule, RUNS) for key, rule in PLANTED.items()]
-    plants += [(key, rule, PAGE_RUNS) for key, rule in PLANTED_ON_PAGES.items()]
-    for (state, where, html), rule, runs in plants:
-        plant(p, where, html)
-        found = {v["id"] for v in axe_violations(p, axe_script, state, runs)}
+    for (state, where, html), rule in PLANTED.items():
+        p.evaluate(
+            "([where, html]) => document.querySelector(where).insertAdjacentHTML("
+            "'beforeend', `<span id=mha-planted>${html}</span>`)",
+            [where, html],
+        )
+        found = {v["id"] for v in axe_violations(p, axe_script, state)}
         p.evaluate("document.getElementById('mha-planted').remove()")
         if rule not in found:
-            name = "RUNS" if runs is RUNS else "PAGE_RUNS"
-            missed.append(f"{state} ({name}): {rule} planted in {where}, found {sorted(found)}")
+            missed.append(f"{state}: {rule} planted in {where}, found {sorted(found)}")
     assert not missed, "\n".join(missed)
-
-
-def plant(p, where: str, html: str) -> None:
-    p.evaluate(
-        "([where, html]) => document.querySelector(where).insertAdjacentHTML("
-        "'beforeend', `<span id=mha-planted>${html}</span>`)",
-        [where, html],
-    )
-
-
-@pytest.mark.premise
-def test_faint_text_outside_the_article_is_a_colour_no_template_shows(tabs):
-    """What PAGE_RUNS skips is compared, not assumed: faint text planted outside the article (in
-    the header, the table of contents, the footer) of a page is a colour that neither the page
-    nor a template (the home page here) showed before, in each scheme."""
-    p = open_page(tabs("desktop", "light"), "en", "index.md", "light")
-    template = {"light": set(p.evaluate(OUTSIDE_COLOURS))}
-    switch_scheme(p, "dark")
-    template["dark"] = set(p.evaluate(OUTSIDE_COLOURS))
-    p = open_page(tabs("desktop", "light"), "en", "shapes.md", "light")
-    for scheme in SCHEMES:
-        if scheme == "dark":
-            switch_scheme(p, "dark")
-        before = set(p.evaluate(OUTSIDE_COLOURS))
-        for where in (".md-header", ".md-sidebar--secondary .md-nav", ".md-footer"):
-            plant(p, where, FAINT)
-            new = uncovered(set(p.evaluate(OUTSIDE_COLOURS)), before, template[scheme])
-            p.evaluate("document.getElementById('mha-planted').remove()")
-            assert any("rgb(208, 208, 208)" in colour for colour in new), (scheme, where, new)
