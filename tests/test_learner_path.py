@@ -1,0 +1,72 @@
+"""The learner's path (issue 31): the walkthrough's main thread stays short enough to read straight
+through, and the exercises reach past grouped-query attention into the chapters after it.
+
+The main thread is what a reader reads without opening anything: the page less its code blocks
+(fenced and hidden), its collapsed deep dives and solutions (``???`` blocks), HTML comments, math,
+inline code and markup, as ``mha_site.markdown.main_thread`` cuts it; ``words`` counts English
+words, and each Chinese character as one. Chinese takes about 1.6 characters per English word on
+this site's pages (``python -m mha_site.words``), so its budget is the English one times 1.6.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from mha_site.languages import DOCS
+from mha_site.markdown import main_thread, words
+
+BUDGET = {"en": 2200, "zh": int(2200 * 1.6)}
+
+
+def main_thread_words(text: str) -> int:
+    """How many words of ``text`` a reader reads straight through."""
+    return words(main_thread(text))
+
+
+def page(language: str, name: str) -> str:
+    return (DOCS / language / f"{name}.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("language", sorted(BUDGET))
+def test_the_walkthrough_main_thread_fits_its_budget(language):
+    length = main_thread_words(page(language, "walkthrough"))
+    assert 1000 < length <= BUDGET[language], length
+
+
+def test_code_deep_dives_and_math_are_not_main_thread():
+    prose = "Two words.\n"
+    extra = (
+        "```python\nx = [1, 2, 3]  # many words here\n```\n"
+        '??? note "Deep dive: more"\n    Hidden words, many of them.\n\n'
+        "<!-- a comment of words -->\n$$\nq k^\\top\n$$\n"
+    )
+    assert main_thread_words(prose + extra) == main_thread_words(prose) == 2
+    assert main_thread_words(prose + "Three more words.\n") == 5
+
+
+# The chapters after grouped-query attention that the exercises must reach: one exercise each
+# links to the page (the device chapters: tiled attention or heads across devices).
+CHAPTERS = {
+    "rotary embeddings": ("rope.md",),
+    "sliding window": ("window.md",),
+    "multi-head latent attention": ("mla.md",),
+    "beyond one device": ("tiled.md", "heads-split.md", "ring.md"),
+}
+EXERCISE = re.compile(r"^## \d+\. .*?$(?P<body>.*?)(?=^## )", re.M | re.S)
+
+
+@pytest.mark.parametrize("language", sorted(BUDGET))
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_an_exercise_with_a_checked_solution_covers_the_chapter(language, chapter):
+    exercises = [m["body"] for m in EXERCISE.finditer(page(language, "exercises"))]
+    assert len(exercises) >= 14, len(exercises)
+    covering = [
+        body
+        for body in exercises
+        if any(f"]({target}" in body for target in CHAPTERS[chapter])
+        and "```python" in body
+        and "assert " in body
+    ]
+    assert covering, f"no exercise with an asserted solution links to {CHAPTERS[chapter]}"
