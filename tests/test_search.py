@@ -377,3 +377,18 @@ def test_dropping_redundant_word_breaks_keeps_every_word(built_site):
     sample = head + "\u200b论文\u200b（\u200bL\u200b）"
     assert words(REDUNDANT_BREAK.sub("", sample)) == words(sample)
     assert "\u200b论文" in REDUNDANT_BREAK.sub("", sample)  # beside a tag: kept
+
+
+def test_a_code_block_is_indexed_by_its_names_and_words_each_once():
+    """search_language's CODE_BLOCK: the names of a code block (two letters or more) and the
+    words of its comments and strings stay searchable, once each; the code's punctuation, its
+    one-letter names and HTML entities go."""
+    from mha_site.search_language import CODE_BLOCK, code_words
+
+    block = (
+        '<pre><code>x = q.view(2, 3)  # [batch_size, 转置]\n"""纯享版\u200b的\u200b注意力"""\n'
+        "y = x.masked_fill(m, 0) &gt; 1  # 转置\n</code></pre>"
+    )
+    assert CODE_BLOCK.sub(code_words, block) == (
+        "<pre><code>view batch_size 转置 纯享版 的 注意力 masked_fill</code></pre>"
+    )
