@@ -180,7 +180,7 @@ class MLA(nn.Module):
         多头潜在注意力，按 DeepSeek-V2、V3 发表的结构实现。
 
         参数：
-            hidden_size: 模型宽度。
+            hidden_size: 隐藏层维度。
             heads_num: 头数。
             q_lora_rank: 查询的低秩瓶颈（DeepSeek-V3 是 1536）：``W_dq`` 降到这么宽，做一次
                 RMSNorm，``W_uq`` 再升到各个头。``None``：只用一个投影 ``W_q``（较小的模型，如

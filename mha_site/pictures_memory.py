@@ -176,7 +176,7 @@ def grid(svg, x, y, t, head, name, letters, language) -> float:
 def order_line(svg, x, y, t, language) -> float:
     values = " ".join(str(v) for v in t.flatten().tolist())
     svg.text(
-        x, y + 12, tr(language, "read in index order: ", "按下标顺序读：") + values, size=SMALL
+        x, y + 12, tr(language, "read in index order: ", "按行优先顺序读：") + values, size=SMALL
     )
     return y + 22
 

@@ -126,8 +126,9 @@ def transformer_block_picture(language: str) -> str:
         f"x + MHA(LayerNorm(x)), then x + MLP(LayerNorm(x)). Every arrow carries "
         f"{shape_text(shapes['x'])} except inside the MLP, which widens each position to "
         f"{width} channels, {shape_text(shapes['fc'])}, and back.",
-        f"一个 pre-norm 的 Transformer 块（GPT-2 的结构），输入 x {shape_text(shapes['x'])}："
-        f"先 x + MHA(LayerNorm(x))，再 x + MLP(LayerNorm(x))。除 MLP 内部外，每个箭头上都是 "
+        "一个前置归一化（pre-norm）的 Transformer 块（GPT-2 的结构），"
+        f"输入 x {shape_text(shapes['x'])}：先 x + MHA(LayerNorm(x))，再 x + MLP(LayerNorm(x))。"
+        "除 MLP 内部外，每个箭头上都是 "
         f"{shape_text(shapes['x'])}；MLP 先把每个位置加宽到 {width} 个通道，即 "
         f"{shape_text(shapes['fc'])}，再变回来。",
     )

@@ -410,10 +410,11 @@ def test_heads_and_positions_are_numbered_from_0():
         ("第 ``rank`` 个进程。", "第 ``rank`` 个进程"),
         ("第 i 对的频率。", "第 i 对"),
         ("传给第 ``i`` 层。", "第 ``i`` 层"),
+        ("第 0 块的键。", "第 0 块"),
     ],
     ids=[
         *("row", "column", "channels", "rows", "rows-math", "ju", "juzi", "xulie", "lieKuai"),
-        *("docstring-row", "step", "rank", "pair", "layer"),
+        *("docstring-row", "step", "rank", "pair", "layer", "block"),
     ],
 )
 def test_rows_columns_channels_sequences_and_blocks_are_numbered_from_0(text, expected):
@@ -423,7 +424,7 @@ def test_rows_columns_channels_sequences_and_blocks_are_numbered_from_0(text, ex
 def test_numbers_written_after_the_noun_pass():
     good = (
         "行 0–19 是 W_q；列 19；通道 `5*i`–`5*i+4`；句子 0，头 2；序列 1；列块 $i$；"
-        "第 0 维；第一列的列表；第 2 列表项；行 ``index[i]``；步 0；进程 ``rank``；对 ``i``。"
+        "第 0 维；第一列的列表；第 2 列表项；行 ``index[i]``；步 0；进程 ``rank``；对 ``i``；块 0。"
     )
     assert find_ordinals(good, "x") == []
 

@@ -53,10 +53,10 @@ NOT_PROSE = (INLINE_CODE, LINK_TARGET, ATTRIBUTES, URL)
 # written 头 0、位置 2、行 0–19、列 19、通道 5i–5i+4、句子 0、列块 i: "第 0 个头" reads as the first
 # or as the zeroth, "第 i 行" leaves the reader to guess whether i starts at 0 or 1. A number is
 # digits, one letter, inline code (a docstring's ``i`` too) or math; "第 a 到第 b 行" is caught as a
-# whole. 第 0 维 (a dimension, as PyTorch counts them) is not in the list; 层, 步, 对 and 进程 are,
-# as the docstrings number them (层 ``i``, 步 0, 对 ``i``, 进程 ``rank``).
+# whole. 第 0 维 (a dimension, as PyTorch counts them) is not in the list; 层, 步, 对, 进程 and 块
+# are, as the docstrings and the pages number them (层 ``i``, 步 0, 对 ``i``, 进程 ``rank``, 块 0).
 NUMBER = r"(?:\$[^$\n]+\$|``[^`\n]+``|`[^`\n]+`|\d+|[A-Za-z])"
-NUMBERED = r"(?:注意力头|头|位置|通道|列块|行|列(?!表)|句子|句|序列|层|步|对|进程)"
+NUMBERED = r"(?:注意力头|头|位置|通道|列块|块|行|列(?!表)|句子|句|序列|层|步|对|进程)"
 ORDINAL = re.compile(
     rf"第[ \t]*{NUMBER}(?:[ \t]*(?:到|至|–|-|~)[ \t]*第?[ \t]*{NUMBER})?"
     rf"[ \t]*(?:\*\*)?[ \t]*(?:个|条)?{NUMBERED}"
