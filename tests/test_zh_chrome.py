@@ -20,6 +20,7 @@ from mha_site.pictures_perf import table
 
 PAGES = nav_pages()
 TAG = re.compile(r"<[^>]+>")
+SWITCH = re.compile(r'<a href="([^"]+)" hreflang="(\w+)" class="md-select__link"')
 
 
 def zh_html(site, page: str) -> str:
@@ -47,6 +48,14 @@ def test_zh_404_page_is_chinese_and_the_root_one_is_english_and_chinese(built_si
     root = (built_site / "404.html").read_text(encoding="utf-8")
     assert '<html lang="en"' in root, "the zh build wrote over the root's 404 page"
     assert "404 – Not found" in root and '<p lang="zh">' in root and 'href="/mha/zh/"' in root
+
+
+def test_each_404_page_switches_language_to_the_home_pages(built_site):
+    # A missing address has no twin: the switch goes home, not to the last page the build rendered.
+    for page in ("404.html", "zh/404.html"):
+        html = (built_site / page).read_text(encoding="utf-8")
+        switch = {lang: href for href, lang in SWITCH.findall(html)}
+        assert switch == {"en": "/mha/", "zh": "/mha/zh/"}, (page, switch)
 
 
 def test_zh_api_page_titles_raises_as_chinese_api_docs_do(built_site):
