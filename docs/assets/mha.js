@@ -51,20 +51,6 @@ document.addEventListener("click", (event) => {
   else document.addEventListener("DOMContentLoaded", whenReady);
 })();
 
-// A wide formula or table scrolls sideways on a narrow screen; while it does, it takes the
-// keyboard focus (tabindex 0) so that a keyboard reader can scroll it too (WCAG 2.1.1: axe's
-// scrollable-region-focusable, checked by tests/test_a11y.py on a phone-sized screen).
-(() => {
-  const focusable = () => {
-    for (const el of document.querySelectorAll(".md-typeset__scrollwrap, .mha-math")) {
-      if (el.scrollWidth > el.clientWidth) el.tabIndex = 0;
-      else el.removeAttribute("tabindex");
-    }
-  };
-  window.addEventListener("load", focusable);
-  window.addEventListener("resize", focusable);
-})();
-
 // What the page's widgets share (explorer.js, cache_size.js): how a widget is mounted and how it
 // reads what the reader typed. mkdocs.yml lists this file before them in extra_javascript, and
 // the pages load them as plain scripts in that order, so window.mha is defined when they run.
@@ -112,5 +98,26 @@ window.mha = (() => {
     else document.addEventListener("DOMContentLoaded", start);
   };
 
-  return { fill, readPositiveInt, widget };
+  // A wide formula or table scrolls sideways on a narrow screen; while it does, it takes the
+  // keyboard focus (tabindex 0) so that a keyboard reader can scroll it too (WCAG 2.1.1: axe's
+  // scrollable-region-focusable, checked by tests/test_a11y.py on a phone-sized screen). A widget
+  // calls it again whenever it changes what its box holds.
+  const focusWhileScrolling = (el) => {
+    if (el.scrollWidth > el.clientWidth) el.tabIndex = 0;
+    else el.removeAttribute("tabindex");
+  };
+
+  return { fill, focusWhileScrolling, readPositiveInt, widget };
+})();
+
+(() => {
+  const focusable = () => {
+    for (const el of document.querySelectorAll(
+      ".md-typeset__scrollwrap, .mha-math, .mha-explorer__scroll",
+    )) {
+      window.mha.focusWhileScrolling(el);
+    }
+  };
+  window.addEventListener("load", focusable);
+  window.addEventListener("resize", focusable);
 })();
