@@ -41,6 +41,18 @@ def shape_text(shape) -> str:
     return "[" + ", ".join(str(n) for n in shape) + "]"
 
 
+def shape_spans(items, moving=()) -> list[tuple[str, str]]:
+    """A shape or its dimensions' names as ``Svg.text`` spans, ``[2, 4, 3, 5]`` or
+    ``[batch_size, heads_num, q_len, k_len]``, the items at the indices in ``moving`` (negative
+    ones count from the end) marked as the axis that moves (``mha-move``)."""
+    marked = {m % len(items) for m in moving}
+    spans: list[tuple[str, str]] = [("[", "")]
+    for i, item in enumerate(items):
+        spans.append((str(item), "mha-move" if i in marked else ""))
+        spans.append((", " if i < len(items) - 1 else "]", ""))
+    return spans
+
+
 class Run(NamedTuple):
     """The run a picture draws: ``MHA(hidden_size, heads_num)`` on an input ``x`` of ``x_shape``."""
 

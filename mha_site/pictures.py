@@ -22,7 +22,10 @@ from __future__ import annotations
 import functools
 
 from mha_site import (
+    pictures_cache,
+    pictures_cross,
     pictures_flow,
+    pictures_gqa,
     pictures_heads_split,
     pictures_heatmaps,
     pictures_memory,
@@ -36,7 +39,10 @@ from mha_site import (
 
 # The generator modules, one per line: a new one is imported and added here (the scaffold does it).
 GENERATORS = (
+    pictures_cache,
+    pictures_cross,
     pictures_flow,
+    pictures_gqa,
     pictures_heads_split,
     pictures_heatmaps,
     pictures_memory,

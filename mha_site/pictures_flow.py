@@ -20,7 +20,7 @@ import torch
 
 from mha_site import picture_style as style
 from mha_site.languages import tr
-from mha_site.picture_style import CELL, FONT, PAGE_RUN, SMALL, Run, Svg, shape_text
+from mha_site.picture_style import CELL, FONT, PAGE_RUN, SMALL, Run, Svg, shape_spans, shape_text
 
 RUN = PAGE_RUN
 GAP = 10  # between blocks
@@ -154,12 +154,8 @@ def draw_tensor(svg, x, y, name, expression, dims, moving=(), language="en", str
             svg.arrow_right(x + LEFT, x + LEFT + block_w, bottom + 6, cls="mha-accent")
     y = bottom + 12 + 14
     svg.text(x + LEFT, y, [(name, ""), ("  ", ""), (shape_text(shape), "")], code=True, bold=True)
-    spans = [("[", "")]
-    for i, dim in enumerate(dims):
-        spans.append((dim, "mha-move" if i in {m % rank for m in moving} else ""))
-        spans.append((", " if i < rank - 1 else "]", ""))
     y += 16
-    svg.text(x + LEFT, y, spans, code=True, size=SMALL)
+    svg.text(x + LEFT, y, shape_spans(dims, moving), code=True, size=SMALL)
     if stride:
         y += 15
         strides = by_expression[expression].stride
