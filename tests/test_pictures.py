@@ -96,6 +96,9 @@ DRAWN = {
     "heads-split": None,  # no forward: MHA(16, 4, kv_heads=2)'s weights, split by heads_on_rank
     "ring-steps": None,  # no MHA: ring_schedule of 4 ranks, causal
     "ring-memory": None,  # the benchmark's parallel rows
+    "cross-weights": PAGE,  # the cross page's run: and a context [2, 7, 20] for keys and values
+    "cache-grows": (20, 4, (2, 7, 20)),  # the cache page's: a prefill of 3, then 4 steps
+    "gqa-groups": (20, 4, (6, 3, 20)),  # the gqa page's MHA(20, 4, kv_heads=2)
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -111,6 +114,9 @@ PAGE_RUNS = {
     "tiled.md": None,  # its snippets run TiledAttention on q, k, v, not MHA
     "heads-split.md": None,  # its snippets run MHA(16, 4, kv_heads=2) split over 2 ranks
     "ring.md": None,  # its snippets run ring_attention on q, k, v, not MHA
+    "cross.md": PAGE,  # and a context [2, 7, 20]
+    "cache.md": (20, 4, (2, 7, 20)),
+    "gqa.md": (20, 4, (6, 3, 20)),  # with kv_heads=2
 }
 
 
