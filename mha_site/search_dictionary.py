@@ -20,12 +20,17 @@ from the site's own sources, and points the plugin at it. Its lines are:
   one-character term (键, 值, and 头, the glossary's short form of 注意力头) to a numeral,
   classifier, preposition or conjunction (个头, 一个头, 把头), or one jieba's HMM made up around it
   (各头, 按头, 对值). Words of the language that contain the character stay (头数, 数值, 关键字).
-  Also split: a word of jieba's that holds a glossary term after its first character (四维张量
-  hides 张量: search matches the start of a word, so 张量 would not find it there).
+  Also split: a word of jieba's in which a glossary term of two or more characters begins, after
+  its first character, where the pages write them so: 四维张量 and 小张 (of 一个小张量) for 张量,
+  先预 (of 先预填充) for 预填充, 换批 (of 换批大小) for 批大小. Search matches the start of a word,
+  so the term would not find the place. A word that is a term itself stays (缓存 begins inside
+  高速缓存, 大小为 inside 批大小为). The pages' runs of Chinese are read as a page shows them, with
+  Markdown's emphasis and links taken out (叫**预填充** is the run 叫预填充).
 
 The file is generated, never committed: ``jieba_dict_user`` names it relative to mkdocs.yml (in the
 git-ignored ``build/``), and the hook hands the plugin its absolute path. ``tests/test_search.py``
-checks the dictionary and the index it produces.
+checks the dictionary and the index it produces. A reader's query is cut into the same words in
+the browser, from the index's own words, by ``docs/assets/search.js``.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ from mha_site.markdown import HAN, autodoc_identifiers, include_targets
 log = logging.getLogger("mkdocs.plugins.mha_site.search_dictionary")
 
 HAN_RUN = re.compile(f"[{HAN}]+")  # a run of Chinese characters
+# Markdown's emphasis and links: a page shows 叫**预填充** and 见[旋转位置编码](rope.md) as one
+# run of Chinese (叫预填充, 见旋转位置编码), and that run is what jieba cuts for the index.
+INLINE_MARKUP = re.compile(r"\*{1,3}|\[|\]\([^)\s]*\)")
 TERM_LENGTH = 4  # the longest candidate kept whole: longer Han runs are phrases, not terms
 # jieba part-of-speech tags of the characters that glue onto a one-character term: numeral,
 # classifier, preposition, conjunction.
@@ -154,33 +162,47 @@ def _user_dictionary(config, language_dir: Path, locale: str, root: Path) -> str
             kept.append(word)
     protected = set(glossary) | set(kept) | {p for t in glossary for p in default.lcut(t)}
 
-    long_terms = [term for term in glossary if len(term) > 1]
+    # Where a term of two characters or more begins, in a run of the pages' Chinese.
+    long_terms = sorted({term for term in glossary if len(term) > 1}, key=len, reverse=True)
+    term_start = re.compile("(?=(?:" + "|".join(map(re.escape, long_terms)) + "))")
 
     def hides_a_term(token: str) -> bool:
-        """Whether jieba's ``token`` keeps a term from being found (see the module's docstring)."""
-        if len(token) < 2 or token in protected:
-            return False
-        if any(token.find(term, 1) > 0 for term in long_terms):
-            return True
-        if not set(token) & short:
+        """Whether jieba's ``token`` glues a one-character term (see the module's docstring)."""
+        if len(token) < 2 or token in protected or not set(token) & short:
             return False
         made_up = not default.FREQ.get(token)
         return made_up or all(tags.get(c) in GLUE_TAGS for c in token if c not in short)
 
+    def cut_into(run: str, tokens: list[str]) -> list[str]:
+        """The words of ``run`` (cut into ``tokens``) that a term begins inside: 四维张量 and
+        小张 (of 一个小张量) for 张量, 先预 (of 先预填充) for 预填充."""
+        starts = [match.start() for match in term_start.finditer(run)]
+        found, at = [], 0
+        for token in tokens:
+            if token not in protected and any(at < k < at + len(token) for k in starts):
+                found.append(token)
+            at += len(token)
+        return found
+
     # Split such words until the Chinese pages cut cleanly (a split can make a new one).
-    runs = [
-        run
-        for source in text_sources(language_dir, root)
-        for run in HAN_RUN.findall(source.read_text(encoding="utf-8"))
-    ]
+    runs = list(
+        dict.fromkeys(
+            run
+            for source in text_sources(language_dir, root)
+            for run in HAN_RUN.findall(INLINE_MARKUP.sub("", source.read_text(encoding="utf-8")))
+        )
+    )
     tokenizer = jieba.Tokenizer()  # a copy of ``default``'s dictionary, not a second load of it
     tokenizer.FREQ, tokenizer.total, tokenizer.initialized = dict(default.FREQ), default.total, True
     for word in kept:
         tokenizer.add_word(word)
     split: list[str] = []
     for _ in range(5):
-        tokens = dict.fromkeys(token for run in runs for token in tokenizer.cut(run))
+        cuts = {run: tokenizer.lcut(run) for run in runs}
+        tokens = dict.fromkeys(token for cut in cuts.values() for token in cut)
         glued = [token for token in tokens if hides_a_term(token)]
+        glued += [token for run, cut in cuts.items() for token in cut_into(run, cut)]
+        glued = list(dict.fromkeys(glued))
         if not glued:
             break
         for token in glued:
