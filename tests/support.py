@@ -330,19 +330,40 @@ def missing_browser() -> str | None:
     return None
 
 
+# Material's search: the page fetches its language's index (search/search_index.json) and posts
+# it to the search worker, which builds a Lunr index of its documents, about 0.3 s of CPU a page
+# load (20 zh pages loaded in one tab: 19-23 s of CPU with the index, 15-16 s without). A tab
+# that searches nothing hands the worker the index without its documents: the page still fetches
+# the index and the worker still starts, so a missing or broken index still fails the page.
+EMPTY_SEARCH = """(() => {
+    const post = Worker.prototype.postMessage;
+    Worker.prototype.postMessage = function (message, ...rest) {
+        if (message && message.type === 0 && Array.isArray(message.data?.docs)) {
+            window.mhaSearchDocs = message.data.docs.length;  // what the page sent, for the tests
+            message = { ...message, data: { ...message.data, docs: [] } };
+        }
+        return post.call(this, message, ...rest);
+    };
+})()"""
+
+
 class Tab:
     """One browser page that records console errors, page errors, failed and outside requests.
 
     Outside requests are those of every page and worker of the tab's context to a host other
     than 127.0.0.1; Chromium cannot resolve such a host (CHROMIUM_ARGS), so each one fails too.
+    A tab made with ``search=False`` searches nothing: its search worker gets no documents
+    (``EMPTY_SEARCH``; ``tests/test_search.py`` shows what it leaves out).
     """
 
-    def __init__(self, context, base: str):
+    def __init__(self, context, base: str, search: bool = True):
         self.base = base
         self.outside: list[str] = []
         self.errors: list[str] = []
         context.on("request", self._request)
         self.page = context.new_page()
+        if not search:
+            self.page.add_init_script(script=EMPTY_SEARCH)
         self.page.set_default_timeout(10_000)
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
@@ -409,7 +430,7 @@ def page_tabs(page: str):
 
         def get(lang: str):
             if lang not in tabs:
-                tabs[lang] = Tab(context, site_url)
+                tabs[lang] = Tab(context, site_url, search=False)
                 tabs[lang].open(lang, page)
             return tabs[lang].page
 

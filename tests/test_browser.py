@@ -14,6 +14,8 @@ reason that says what to install; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/r
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from support import (
     LANGUAGES,
@@ -47,7 +49,7 @@ def context(browser):
 
 @pytest.fixture(scope="module")
 def tab(context, site_url):
-    tab = Tab(context, site_url)
+    tab = Tab(context, site_url, search=False)
     yield tab
     assert not tab.outside, f"requests to other hosts: {tab.outside}"
 
@@ -120,7 +122,7 @@ def page_threads(request, browser, site_url):
     threads = BrowserThreads(
         list(dict.fromkeys(selected)),
         keys=lambda page: [page],
-        start=lambda browser: Tab(new_context(browser), site_url),
+        start=lambda browser: Tab(new_context(browser), site_url, search=False),
         run=run,
     )
     yield threads
@@ -148,7 +150,7 @@ def test_browser_threads_give_each_test_its_jobs_value_or_error(browser, site_ur
     threads = BrowserThreads(
         ["fine", "broken", "short"],
         keys=lambda job: [(job, "lang"), (job, "path")],
-        start=lambda browser: Tab(new_context(browser), site_url),
+        start=lambda browser: Tab(new_context(browser), site_url, search=False),
         run=run,
     )
     try:
@@ -297,7 +299,7 @@ def sharp_tab(browser, site_url):
         device_scale_factor=2,
         permissions=["clipboard-read", "clipboard-write"],
     )
-    tab = Tab(context, site_url)
+    tab = Tab(context, site_url, search=False)
     yield tab
     context.close()
     assert not tab.outside, f"requests to other hosts: {tab.outside}"
@@ -331,6 +333,29 @@ def test_screenshots_of_the_copy_buttons_in_light_and_dark_mode(sharp_tab, lang)
     p.locator("form[data-md-component=palette] label:visible").first.click()  # back to light
     p.wait_for_function("document.body.dataset.mdColorScheme === 'default'")
     sharp_tab.assert_clean()
+
+
+@pytest.mark.premise
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_tab_that_searches_nothing_loads_the_index_and_gives_its_worker_none(
+    tab, built_site, lang
+):
+    """``Tab(search=False)``, the tabs of the page checks: the page fetches its language's index
+    and posts all its documents towards the worker, which gets none, so search finds nothing (in
+    a tab that searches, tests/test_search.py); the page loads clean."""
+    index = built_site / page_path(lang, "index.md") / "search" / "search_index.json"
+    p = tab.open(lang, "index.md")
+    p.wait_for_function("() => window.mhaSearchDocs !== undefined")
+    assert p.evaluate("window.mhaSearchDocs") == len(json.loads(index.read_bytes())["docs"])
+    p.locator("input.md-search__input").click()
+    p.locator("input.md-search__input").fill("attention" if lang == "en" else "注意力")
+    p.locator("input.md-search__input").press("End")
+    none = json.loads(p.locator("#__config").text_content())["translations"]["search.result.none"]
+    p.wait_for_function(
+        "text => document.querySelector('.md-search-result__meta').textContent.trim() === text",
+        arg=none,
+    )
+    tab.assert_clean()
 
 
 @pytest.mark.premise

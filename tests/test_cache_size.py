@@ -139,7 +139,7 @@ def test_the_explorer_block_is_the_same_in_both_languages_but_its_words():
 def test_the_explorer_fits_a_phone(browser, site_url, lang):
     context = browser.new_context(viewport={"width": 390, "height": 800}, color_scheme="dark")
     try:
-        tab = Tab(context, site_url)
+        tab = Tab(context, site_url, search=False)
         tab.page.goto(site_url + page_path(lang, "cache-size.md") + "#explorer", wait_until="load")
         box = tab.page.locator("#cache-explorer")
         overflow = tab.page.evaluate(

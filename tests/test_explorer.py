@@ -303,7 +303,7 @@ def test_keyboard_steps_a_size_and_the_shapes_follow(pages):
 def test_explorer_fits_a_phone(browser, site_url, lang, scheme):
     context = browser.new_context(viewport={"width": 390, "height": 800}, color_scheme=scheme)
     try:
-        tab = Tab(context, site_url)
+        tab = Tab(context, site_url, search=False)
         page = tab.page
         page.goto(site_url + page_path(lang, "walkthrough.md") + "#explorer", wait_until="load")
         set_sizes(page, (3, 4, 24, 6))
