@@ -9,8 +9,8 @@ they are. The budget applies to that transferred total and to the uncompressed t
 host that does not compress sends the uncompressed bytes). Routing every request (to abort any
 that would leave 127.0.0.1) turns off the browser's HTTP cache, so every page is weighed as a
 first visit. The search index is counted as the server sends it, but the page's search worker is
-handed an index without documents: building the real one (Lunr, in the worker) costs half a
-second of CPU per page and weighs nothing.
+handed an index without documents (``support.Tab(search=False)``): building the real one (Lunr,
+in the worker) costs CPU and weighs nothing.
 
 Each page of each language is a test of its own (``--page rope`` weighs that page only); two
 browsers weigh the selected pages side by side ahead of their tests, and what every page loads
@@ -22,7 +22,6 @@ to ``screenshots/page-weights.txt`` (git-ignored).
 from __future__ import annotations
 
 import gzip
-import json
 from urllib.parse import urlsplit
 
 import pytest
@@ -37,14 +36,6 @@ REPORT = ROOT / "screenshots" / "page-weights.txt"
 TEXT = ("html", "css", "js", "json", "svg", "xml", "txt")
 INDEX = "/search/search_index.json"
 
-
-# The index bodies the server sent, by URL: the worker got an empty one instead (see above).
-sent_bodies: dict[str, bytes] = {}
-
-
-def empty_index(body: bytes) -> bytes:
-    """The search index with its configuration and no documents."""
-    return json.dumps({**json.loads(body), "docs": []}).encode()
 
 
 def weigh(page, responses: list, url: str, known: dict) -> dict[str, tuple[int, int]]:
@@ -66,7 +57,7 @@ def weigh(page, responses: list, url: str, known: dict) -> dict[str, tuple[int, 
         if response.status >= 300:  # redirects and errors carry no resource (errors: test_browser)
             continue
         if response.url not in known:
-            body = sent_bodies.get(response.url) or response.body()
+            body = response.body()
             sent = len(gzip.compress(body, 6)) if kind(response.url) in TEXT else len(body)
             known[response.url] = (len(body), sent)
         size, sent = known[response.url]
@@ -83,18 +74,12 @@ def kind(url: str) -> str:
 
 
 def weighing_context(browser):
-    """A context whose every request is routed: the search index is sent to the page without its
-    documents (the body the server sent is kept in ``sent_bodies``), the rest as it is. Routing
-    turns the HTTP cache off, so every page is weighed as a first visit."""
+    """A context whose every request is routed: each to 127.0.0.1 goes on as it is, any other is
+    aborted. Routing turns the HTTP cache off, so every page is weighed as a first visit."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
 
     def route(route):
-        url = route.request.url
-        if urlsplit(url).hostname == "127.0.0.1" and urlsplit(url).path.endswith(INDEX):
-            response = route.fetch()
-            sent_bodies[url] = response.body()
-            route.fulfill(response=response, body=empty_index(sent_bodies[url]))
-        elif urlsplit(url).hostname == "127.0.0.1":
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
             route.continue_()
         else:  # Chromium cannot resolve another host (CHROMIUM_ARGS); the Tab records it
             route.abort()
@@ -120,7 +105,7 @@ def weights(request, browser, site_url):
     known: dict[str, tuple[int, int]] = {}  # each URL's sizes, worked out once (see weigh)
 
     def start(browser) -> Tab:
-        tab = Tab(weighing_context(browser), site_url)
+        tab = Tab(weighing_context(browser), site_url, search=False)
         tab.page.set_default_timeout(20_000)
         responses: list = []
         tab.page.on("response", lambda response: responses.append(response))

@@ -27,6 +27,7 @@ from support import (
     ROOT,
     SCHEMES,
     SCREENS,
+    BrowserThreads,
     Tab,
     new_context,
     page_path,
@@ -343,30 +344,12 @@ def test_built_pages_hold_each_figure(built_site, checked_pages):
 PICTURE_PAGES = sorted({page for _, page in markers()})
 
 
-@pytest.fixture(scope="module")
-def screen_tabs(browser, site_url):
-    """One tab per screen, each reused for every page it opens."""
-    made: dict[str, Tab] = {}
-
-    def get(screen: str) -> Tab:
-        if screen not in made:
-            made[screen] = Tab(new_context(browser, screen), site_url)
-        return made[screen]
-
-    yield get
-    for tab in made.values():
-        tab.page.context.close()
-        assert not tab.outside, f"requests to other hosts: {tab.outside}"
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("screen", SCREENS)
-@pytest.mark.parametrize("doc", PICTURE_PAGES)
-def test_figures_render_in_both_schemes(screen_tabs, doc, screen):
-    """The page opens in each language in the light scheme and is checked, then the palette toggle
-    switches it to dark in place and it is checked again."""
-    tab = screen_tabs(screen)
+def check_figures(tab: Tab, doc: str, screen: str) -> None:
+    """``doc`` opens in each language at ``screen``'s width in the light scheme and is checked,
+    then the palette toggle switches it to dark in place and it is checked again. It opens at
+    that width, as in a context of that screen (``support.new_context`` sets only the size)."""
     page = tab.page
+    page.set_viewport_size(SCREENS[screen])
     for language, names in [(lang, markers().get((lang, doc))) for lang in LANGUAGES]:
         assert names, f"{language}/{doc} shows no picture (its twin does)"
         for scheme in SCHEMES:
@@ -414,6 +397,39 @@ def test_figures_render_in_both_schemes(screen_tabs, doc, screen):
                 if doc == "walkthrough.md":
                     shot = f"picture-{language}-{scheme}-{screen}-{name}.png"
                     screenshot(figures.nth(i), shot)
+
+
+@pytest.fixture(scope="module")
+def figure_threads(request, browser, site_url):
+    """Two browsers side by side (``support.BrowserThreads``) running ``check_figures`` for the
+    selected tests ahead of them, in tabs that search nothing (``support.Tab(search=False)``)."""
+    test = test_figures_render_in_both_schemes.__name__
+    jobs = [
+        (item.callspec.params["doc"], item.callspec.params["screen"])
+        for item in request.session.items
+        if getattr(item, "module", None) is request.module and item.originalname == test
+    ]
+
+    def run(tab: Tab, job: tuple[str, str]):
+        check_figures(tab, *job)
+        yield job, None
+
+    threads = BrowserThreads(
+        list(dict.fromkeys(jobs)),
+        keys=lambda job: [job],
+        start=lambda browser: Tab(new_context(browser), site_url, search=False),
+        run=run,
+    )
+    yield threads
+    threads.close()  # fails on a request to another host
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize("doc", PICTURE_PAGES)
+def test_figures_render_in_both_schemes(figure_threads, doc, screen):
+    """Every figure of the page has a size in both schemes and languages (``check_figures``)."""
+    figure_threads.result((doc, screen), (doc, screen))
 
 
 def test_the_rope_picture_turns_each_pair_by_its_frequency_per_position():
