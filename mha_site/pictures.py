@@ -24,6 +24,7 @@ import functools
 from mha_site import (
     pictures_cache,
     pictures_cross,
+    pictures_fast,
     pictures_flow,
     pictures_gqa,
     pictures_heads_split,
@@ -41,6 +42,7 @@ from mha_site import (
 GENERATORS = (
     pictures_cache,
     pictures_cross,
+    pictures_fast,
     pictures_flow,
     pictures_gqa,
     pictures_heads_split,

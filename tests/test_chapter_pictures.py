@@ -1,4 +1,4 @@
-"""The pictures of the chapters cross, cache and gqa draw their page's own run, and the rope
+"""The pictures of the chapters cross, cache, gqa and fast draw their page's own run, and the rope
 picture's numbers are the rotation's.
 
 Each test runs the page's own code blocks (hidden set-up included) up to the block the picture
@@ -10,7 +10,12 @@ draws, and compares every number and shape the picture writes with the tensors t
   the shapes of ``cache.keys`` and of the weights, its queries, one key appended per step and the
   causal mask's hidden cells;
 - ``gqa-groups``: the gqa page's ``k`` and ``k_rep``: which key/value head each query head reads
-  (``i // groups``) and the numbers printed in each key's box.
+  (``i // groups``) and the numbers printed in each key's box;
+- ``fast-memory``: the fast page's ``written_out(x, context)`` and ``model(x, context)``, recorded
+  with the page's own ``record``: each tensor an operation returns in new storage (the
+  projections' ``addmm`` aside), its operation, shape and bytes, each path's count and total, and
+  the bytes in tensors ending in ``q_len``, ``k_len`` (3, 7); every number the picture writes is
+  one of these, and a picture of another run (a context of 6) or of a changed byte count fails.
 
 Every one of them fits a phone's column without being scaled down, and its Chinese labels follow
 the glossary (no 第 before a number counted from 0, en-dash ranges, no avoided variant).
@@ -26,16 +31,17 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 from support import LANGUAGES, ROOT
+from torch.utils._pytree import tree_leaves
 
 from mha.full import KVCache
-from mha_site import pictures
+from mha_site import pictures, pictures_fast
 from mha_site.checkers import glossary
 from mha_site.markdown import code_blocks
 from mha_site.pictures_rope import POSITIONS
 
 SVG = "{http://www.w3.org/2000/svg}"
 SHAPE = re.compile(r"\[\d+(?:, \d+)*\]")
-OURS = ("cross-weights", "cache-grows", "gqa-groups", "rope-turns")
+OURS = ("cross-weights", "cache-grows", "gqa-groups", "fast-memory", "rope-turns")
 # The width of the article on a 390 px phone (Material's margins taken off), measured in Chromium:
 # a picture no wider is shown at its own size, its 11 px labels unscaled.
 PHONE_COLUMN = 358
@@ -169,6 +175,97 @@ def test_gqa_picture_pairs_query_heads_with_the_pages_keys(language):
     assert read == [i // groups for i in range(4)] + [0, 1], read
 
 
+# ---- fast -------------------------------------------------------------------------------------
+
+
+def new_tensors(page: dict, call) -> list[tuple[str, str, int]]:
+    """(operation, shape, bytes) of each tensor in new storage that ``call`` makes, recorded
+    with the page's ``record``; the projections (``addmm``) left out."""
+    found = []
+    for name, args, kwargs, result in page["record"](call):
+        inputs = [t for t in tree_leaves((args, kwargs)) if torch.is_tensor(t)]
+        shared = {t.untyped_storage().data_ptr() for t in inputs}
+        for t in filter(torch.is_tensor, tree_leaves(result)):
+            if name != "addmm" and t.untyped_storage().data_ptr() not in shared:
+                found.append((name, shape_of(t.shape), t.numel() * t.element_size()))
+    return found
+
+
+def check_fast_memory(svg: ET.Element, page: dict) -> None:
+    x, context = page["x"], page["context"]
+    paths = [
+        new_tensors(page, lambda: page["written_out"](x, context)),
+        new_tensors(page, lambda: page["model"](x, context)),
+    ]
+    lengths = (page["q"].size(2), page["k"].size(2))
+    assert lengths == (3, 7), lengths
+    square = [b for _, s, b in paths[0] if s.endswith(f", {lengths[0]}, {lengths[1]}]")]
+    assert len(square) == 3 and not [s for _, s, _ in paths[1] if s.endswith(", 3, 7]")]
+    # in order: the rows' shapes, their bytes and their operations (the flash kernel's results
+    # by their names in its schema)
+    rows = paths[0] + paths[1]
+    assert shapes(svg) == [shape_of(x.shape)] + [s for _, s, _ in rows], shapes(svg)
+    written = [int(m[1]) for t in labels(svg) if (m := re.fullmatch(r"(\d+) (?:bytes|字节)", t))]
+    assert written == [b for *_, b in rows], written
+    flash = page["flash"]
+    assert [op for op, *_ in paths[1]] == [flash, flash], paths[1]
+    ops = [op for op, *_ in paths[0]] + ["output", "logsumexp"]
+    bold = [t.text for t in svg.iter(f"{SVG}text") if t.get("font-weight") == "bold"]
+    assert [b for b in bold if b in ops] == ops, bold
+    # every number written: x's shape, k_len, each path's count and total, the rows, the lengths
+    # and the bytes of the q_len x k_len tensors
+    want = [*x.shape, lengths[1], *lengths, sum(square), sum(b for *_, b in paths[0])]
+    for path in paths:
+        want += [len(path), sum(b for *_, b in path)]
+        want += [int(n) for _, s, b in path for n in [*re.findall(r"\d+", s), b]]
+    found = [int(n) for t in labels(svg) for n in re.findall(r"\d+", t)]
+    assert sorted(found) == sorted(want), (sorted(found), sorted(want))
+    title = [int(n) for n in re.findall(r"\d+", svg.find(f"{SVG}title").text)]
+    assert set(title) <= set(want), set(title) - set(want)
+    # the bars of the q_len x k_len tensors, and only those, in the accent colour
+    accent = [c for c, _ in painted(svg) if "mha-accent" in c]
+    assert len(accent) == len(square), accent
+
+
+@pytest.fixture(scope="module")
+def fast_pages() -> dict:
+    return {language: run_page(language, "fast.md", "memory") for language in LANGUAGES}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_fast_memory_is_the_pages_recorded_tensors(language, fast_pages):
+    check_fast_memory(parse("fast-memory", language), fast_pages[language])
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_fast_memory_check_fails_on_another_run(language, fast_pages):
+    page = fast_pages[language]
+    other = pictures_fast.run(context_len=6)  # k_len 6, not the page's 7
+    with pytest.raises(AssertionError):
+        check_fast_memory(ET.fromstring(pictures_fast.fast_memory_picture(language, other)), page)
+    shown = pictures_fast.run()
+    op, shape, nbytes = shown["written"][4]
+    changed = {**shown, "written": [*shown["written"][:4], (op, shape, nbytes * 2)]}
+    changed["written"] += shown["written"][5:]
+    with pytest.raises(AssertionError):
+        check_fast_memory(ET.fromstring(pictures_fast.fast_memory_picture(language, changed)), page)
+
+
+def test_fast_memory_logsumexp_is_m_plus_log_ell(fast_pages):
+    """What the picture says of the flash kernel's second result: per query, the running max
+    m of the online softmax plus the log of its running sum, over all keys."""
+    page = fast_pages["en"]
+    (lse,) = [
+        r[1]
+        for n, *_, r in page["record"](lambda: page["model"](page["x"], page["context"]))
+        if n == page["flash"]
+    ]
+    scores = page["scores"]  # the page's q k^T / sqrt(d_h), [2, 4, 3, 7]
+    m = scores.amax(dim=-1)
+    ell = torch.exp(scores - m.unsqueeze(-1)).sum(dim=-1)
+    assert torch.allclose(lse, m + torch.log(ell), atol=1e-5), (lse, m + torch.log(ell))
+
+
 # ---- rope -------------------------------------------------------------------------------------
 
 
@@ -199,7 +296,7 @@ def number_in(label: str) -> list[str]:
     return [m[1] for p in patterns if (m := re.match(p, label))]
 
 
-# ---- all four ---------------------------------------------------------------------------------
+# ---- all five ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("language", LANGUAGES)
