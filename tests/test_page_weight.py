@@ -37,7 +37,6 @@ TEXT = ("html", "css", "js", "json", "svg", "xml", "txt")
 INDEX = "/search/search_index.json"
 
 
-
 def weigh(page, responses: list, url: str, known: dict) -> dict[str, tuple[int, int]]:
     """(uncompressed, transferred) bytes per URL that loading ``url`` in ``page`` fetches, page
     included; ``responses`` is the list the page's ``response`` listener appends to. ``known``
