@@ -411,3 +411,14 @@ def browser():
         browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="session")
+def visits(request, browser, site_url):
+    """Each page the selected tests want visited once, its probes looking in each state, ahead of
+    those tests (``tests/visits.py``); the modules register their probes on import."""
+    from visits import Visits
+
+    visiting = Visits(request.session.items, site_url)  # (browser: its skip, or failure)
+    yield visiting
+    visiting.close()

@@ -456,6 +456,15 @@ def switch_scheme(p, scheme: str) -> None:
     )
 
 
+def switch_language(tab: Tab, there: str, landing: str) -> None:
+    """Pick ``there`` in the header's language menu, as a reader does; wait for ``landing`` to
+    load (the errors recorded from its load on)."""
+    tab.errors.clear()
+    tab.page.hover(".md-header .md-select")
+    tab.page.click(f'.md-header .md-select__link[hreflang="{there}"]')
+    tab.page.wait_for_url(landing)
+
+
 def screenshot(target, name: str, full_page: bool = False) -> None:
     """Save ``screenshots/NAME`` of a page or of one element, when screenshots are asked for.
 

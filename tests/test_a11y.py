@@ -30,8 +30,10 @@ whatever part of it they look at.
 - a widget open: every rule over the widget (the search dialog, the highlighted terms, the
   language menu); the page behind it is the page's own check.
 
-The pages are checked in tabs that search nothing (``support.Tab(search=False)``: the page's
-search worker gets no documents, 0.3 s of CPU saved a load); the widgets, in a tab that searches.
+The pages are checked in the visits of ``tests/visits.py`` (one load of each page, which the
+load, math, switch and figure checks share), in tabs that search nothing (``support.Tab(search=
+False)``: the page's search worker gets no documents, 0.3 s of CPU saved a load); the widgets, in
+tabs that search.
 
 A failure lists, per page, each rule violated with its number of elements and a few of them. Rules
 left out are listed below, each with its reason. Without Chromium, CJK fonts or axe-core these tests
@@ -59,6 +61,7 @@ from support import (
     switch_scheme,
     type_search,
 )
+from visits import NO_TRANSITIONS, probe
 
 pytestmark = pytest.mark.browser
 
@@ -105,8 +108,6 @@ WORKERS = 2  # browsers checking pages side by side: one per core of the machine
 # Violations not counted, as (rule, CSS selector of the elements) -> reason. Each needs a reason.
 PENDING: dict[tuple[str, str], str] = {}
 SEARCH_TERMS = {"en": "stride", "zh": "注意力"}
-# Transitions off: axe reads colours mid-fade otherwise (search results fade in).
-NO_TRANSITIONS = "*, ::before, ::after { transition: none !important; animation: none !important }"
 
 
 @pytest.fixture(scope="module")
@@ -178,24 +179,22 @@ def axe_violations(p, axe_script: str, state: str) -> list[dict]:
     return kept
 
 
-def check_page(tab: Tab, axe_script: str, lang: str, page: str):
-    """Check the page in each of its states, in one load: light and dark on the desktop screen,
-    then light on the phone screen. Yields each state with its violations."""
+@probe(
+    "a11y",
+    states=STATES["page"],
+    tests=("test_page_has_no_wcag_violation", "test_page_on_a_phone_has_no_wcag_violation"),
+    init_script=str(AXE),
+)
+def look(tab: Tab, lang: str, page: str, state: str) -> list[dict]:
+    """The page's violations in ``state``, as the visit (``tests/visits.py``) left it: light
+    and dark on the desktop screen, then light on the phone screen, in one load of the page."""
     p = tab.page
-    p.set_viewport_size(SCREENS["desktop"])
-    open_page(tab, lang, page, "light")
-    for state in STATES["page"]:
-        if state == "dark":
-            switch_scheme(p, "dark")
-        if state == "phone":
-            switch_scheme(p, "light")
-            p.set_viewport_size(SCREENS["phone"])
-            p.evaluate(NEXT_FRAME)  # laid out at the new width
-        yield state, axe_violations(p, axe_script, state)
-        if page == "walkthrough.md" and state != "phone":
-            # code-heavy: its colours, looked at in screenshots/
-            p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
-            screenshot(p, f"a11y-{lang}-walkthrough-{state}.png")
+    found = axe_violations(p, str(AXE), state)
+    if page == "walkthrough.md" and state != "phone":
+        # code-heavy: its colours, looked at in screenshots/
+        p.locator("article div.highlight:has(.c1)").first.scroll_into_view_if_needed()
+        screenshot(p, f"a11y-{lang}-walkthrough-{state}.png")
+    return found
 
 
 def check_widgets(tab: Tab, axe_script: str, lang: str, scheme: str):
@@ -217,31 +216,25 @@ def check_widgets(tab: Tab, axe_script: str, lang: str, scheme: str):
     yield "menu", axe_violations(p, axe_script, "menu")
 
 
-CHECKS = {"page": check_page, "widgets": check_widgets}
+CHECKS = {"widgets": check_widgets}
 
 
 class PageChecks:
-    """The checks the selected tests ask for, run ahead of them by ``WORKERS`` browsers side by
-    side (``support.BrowserThreads``), in the order the tests ask; each result waits, kept, for
-    its own test, which asserts on it. A job (kind, lang, target) that fails (a page that does not
-    load, say) fails each of its tests."""
+    """The widgets' checks the selected tests ask for, run ahead of them by ``WORKERS`` browsers
+    side by side (``support.BrowserThreads``), in the order the tests ask; each result waits,
+    kept, for its own test, which asserts on it. A job (kind, lang, scheme) that fails fails each
+    of its tests. (The pages' checks run in the visits of ``tests/visits.py``.)"""
 
     def __init__(self, site_url: str, axe_script: str, jobs: list[tuple[str, str, str]]):
-        searching: dict[Tab, Tab] = {}  # a thread's tab that searches, for the widgets
-
         def run(tab: Tab, job: tuple[str, str, str]):
             kind, lang, target = job
-            if kind == "widgets":
-                if tab not in searching:
-                    searching[tab] = Tab(tab.page.context, site_url)
-                tab = searching[tab]
             for state, found in CHECKS[kind](tab, axe_script, lang, target):
                 yield (kind, state, lang, target), found
 
         self.threads = BrowserThreads(
             jobs,
             keys=lambda job: [(job[0], state, *job[1:]) for state in STATES[job[0]]],
-            start=lambda browser: Tab(axe_context(browser, axe_script), site_url, search=False),
+            start=lambda browser: Tab(axe_context(browser, axe_script), site_url),
             run=run,
             count=WORKERS,
         )
@@ -257,8 +250,6 @@ class PageChecks:
 def page_checks(request, browser, site_url, axe_script) -> PageChecks:
     """The checks the selected tests of this module ask for, in their order."""
     kinds = {
-        "test_page_has_no_wcag_violation": ("page", "page"),
-        "test_page_on_a_phone_has_no_wcag_violation": ("page", "page"),
         "test_search_highlight_and_language_menu_have_no_wcag_violation": ("widgets", "scheme"),
     }
     jobs = []
@@ -354,16 +345,16 @@ def test_characterisation_a_page_narrowed_in_place_lays_out_as_one_loaded_narrow
 @pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("page", PAGES)
-def test_page_has_no_wcag_violation(page_checks, page, lang, scheme):
-    found = page_checks.violations("page", scheme, lang, page)
+def test_page_has_no_wcag_violation(visits, axe_script, page, lang, scheme):
+    found = visits.result("a11y", scheme, lang, page)
     assert not found, report(found, f"{lang}/{page} ({scheme})")
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("page", PAGES)
-def test_page_on_a_phone_has_no_wcag_violation(page_checks, page, lang):
+def test_page_on_a_phone_has_no_wcag_violation(visits, axe_script, page, lang):
     """390 px wide, light scheme (the colours are the desktop's, checked above in both schemes)."""
-    found = page_checks.violations("page", "phone", lang, page)
+    found = visits.result("a11y", "phone", lang, page)
     assert not found, report(found, f"{lang}/{page} (phone)")
 
 

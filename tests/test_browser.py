@@ -1,12 +1,14 @@
 """The built site in a real browser: headless Chromium driven by Playwright, over 127.0.0.1 only.
 
 Every page of both languages loads without a console or page error (the i18n plugin's missing
-``/zh/sitemap.xml`` aside), its math is rendered, the language switch lands on the twin page,
-the copy button copies code only (no ``>>>``, no output) and the second button a script that runs
-on its own, and no request leaves 127.0.0.1: Chromium resolves no other host name
-(``--host-resolver-rules``), every request to another host is recorded, and a test fails if there
-is one. Search is tested in ``tests/test_search.py``, the palette in ``tests/test_a11y.py``.
-Screenshots go to ``screenshots/`` (git-ignored), with ``make screenshots`` only.
+``/zh/sitemap.xml`` aside), its math is rendered, the language switch lands on the twin page
+(these in the one visit of each page that axe's and the figures' checks share,
+``tests/visits.py``), the copy button copies code only (no ``>>>``, no output) and the second
+button a script that runs on its own, and no request leaves 127.0.0.1: Chromium resolves no
+other host name (``--host-resolver-rules``), every request to another host is recorded, and a test
+fails if there is one. Search is tested in ``tests/test_search.py``, the palette in
+``tests/test_a11y.py``. Screenshots go to ``screenshots/`` (git-ignored), with ``make
+screenshots`` only.
 
 Without Chromium (or without CJK fonts, which Chinese needs to render) these tests skip with a
 reason that says what to install; with ``MHA_REQUIRE_BROWSER=1`` (set by ``.ci/run``) they fail.
@@ -26,7 +28,9 @@ from support import (
     new_context,
     page_path,
     screenshot,
+    switch_language,
 )
+from visits import BACK, probe
 
 from mha_site.runnable import DOCSTRING_HEADER, parse, scripts
 
@@ -61,12 +65,21 @@ def math_sizes(page) -> list[tuple[float, float]]:
     )
 
 
-def check_page(tab: Tab, lang: str, page: str) -> None:
-    """The page the tab shows is ``lang``'s ``page``, loaded without an error, titled, with its
-    math rendered and its emphasis in the language's style."""
+@probe(
+    "load",
+    states=("light", BACK),
+    tests=("test_each_language_loads_clean_renders_its_math_and_switches_to_the_other",),
+)
+def check_page(tab: Tab, lang: str, page: str, state: str) -> None:
+    """The page the tab shows is ``lang``'s ``page``, loaded without an error (by its address, or
+    by the language menu of its twin: ``tests/visits.py``), titled, with its math rendered and
+    its emphasis in the language's style; back from the twin (``BACK``), in its language."""
     p = tab.page
     assert p.url == tab.base + page_path(lang, page), p.url
     assert p.locator("html").get_attribute("lang") == lang
+    if state == BACK:
+        tab.assert_clean()
+        return
     assert p.locator("article h1").first.inner_text().strip(), f"{lang}/{page} has no title"
     sizes = math_sizes(p)
     flat = [s for s in sizes if s[0] <= 0 or s[1] <= 0]
@@ -81,58 +94,13 @@ def check_page(tab: Tab, lang: str, page: str) -> None:
     tab.assert_clean()
 
 
-def switch_language(tab: Tab, there: str, landing: str) -> None:
-    """Pick ``there`` in the header's language menu, as a reader does; wait for ``landing``."""
-    tab.errors.clear()  # from here on, the errors of the page the switch loads
-    tab.page.hover(".md-header .md-select")
-    tab.page.click(f'.md-header .md-select__link[hreflang="{there}"]')
-    tab.page.wait_for_url(landing)
-
-
-def both_languages(tab: Tab, page: str) -> None:
-    """Each language's page loads once: the first by its address, the other by the language
-    switch, which then switches back (each switch a whole page load: no navigation.instant)."""
-    first, last = LANGUAGES[0], LANGUAGES[-1]
-    tab.open(first, page)
-    check_page(tab, first, page)
-    switch_language(tab, last, tab.base + page_path(last, page))
-    check_page(tab, last, page)
-    switch_language(tab, first, tab.base + page_path(first, page))
-    assert tab.page.locator("html").get_attribute("lang") == first
-    tab.assert_clean()
-
-
-@pytest.fixture(scope="module")
-def page_threads(request, browser, site_url):
-    """Two browsers, each in a thread of its own, running ``both_languages`` over the pages of
-    the selected tests (all the nav's pages, unless ``-k`` chose some) ahead of those tests
-    (``support.BrowserThreads``): page loads keep one renderer busy, so two browsers use both
-    cores. (``browser``: the skip or failure without Chromium.)"""
-    test = test_each_language_loads_clean_renders_its_math_and_switches_to_the_other.__name__
-    selected = [
-        item.callspec.params["page"]
-        for item in request.session.items
-        if getattr(item, "module", None) is request.module and item.originalname == test
-    ]
-
-    def run(tab: Tab, page: str):
-        both_languages(tab, page)
-        yield page, None
-
-    threads = BrowserThreads(
-        list(dict.fromkeys(selected)),
-        keys=lambda page: [page],
-        start=lambda browser: Tab(new_context(browser), site_url, search=False),
-        run=run,
-    )
-    yield threads
-    threads.close()
-
-
 @pytest.mark.parametrize("page", PAGES)
-def test_each_language_loads_clean_renders_its_math_and_switches_to_the_other(page_threads, page):
-    """``both_languages``, run by ``page_threads``."""
-    page_threads.result(page, page)
+def test_each_language_loads_clean_renders_its_math_and_switches_to_the_other(visits, page):
+    """``check_page`` in each language, the second reached by the first's language menu, and
+    back (the visit of ``tests/visits.py``)."""
+    for lang in LANGUAGES:
+        visits.result("load", "light", lang, page)
+    visits.result("load", BACK, LANGUAGES[0], page)
 
 
 def test_browser_threads_give_each_test_its_jobs_value_or_error(browser, site_url):

@@ -27,13 +27,12 @@ from support import (
     ROOT,
     SCHEMES,
     SCREENS,
-    BrowserThreads,
     Tab,
-    new_context,
     page_path,
     screenshot,
-    switch_scheme,
 )
+from visits import STATES as VISIT_STATES
+from visits import probe
 
 from mha.annotated import MHA
 from mha.trace import record
@@ -346,92 +345,70 @@ def test_built_pages_hold_each_figure(built_site, checked_pages):
 PICTURE_PAGES = sorted({page for _, page in markers()})
 
 
-def check_figures(tab: Tab, doc: str, screen: str) -> None:
-    """``doc`` opens in each language at ``screen``'s width in the light scheme and is checked,
-    then the palette toggle switches it to dark in place and it is checked again. It opens at
-    that width, as in a context of that screen (``support.new_context`` sets only the size)."""
+@probe(
+    "figures",
+    states=tuple(VISIT_STATES),
+    tests=("test_figures_render_in_both_schemes",),
+    param="doc",
+)
+def check_figures(tab: Tab, language: str, doc: str, state: str) -> None:
+    """Every figure of ``doc`` in ``state`` (``tests/visits.py``: light, then dark in place, on
+    the desktop screen, then on the phone screen) has a box; the note of another run shows
+    inside it; on a phone, it fits the screen."""
+    screen, scheme = VISIT_STATES[state]
     page = tab.page
-    page.set_viewport_size(SCREENS[screen])
-    for language, names in [(lang, markers().get((lang, doc))) for lang in LANGUAGES]:
-        assert names, f"{language}/{doc} shows no picture (its twin does)"
-        for scheme in SCHEMES:
-            if scheme == "light":
-                tab.open(language, doc)
-            else:
-                switch_scheme(page, scheme)
-            shown = page.locator("body").get_attribute("data-md-color-scheme")
-            assert shown == SCHEMES[scheme], (language, doc, shown)
-            figures = page.locator(".mha-figure")
-            # each figure's picture name, its drawing's box and its run's note, read in one call
-            shown = figures.evaluate_all(
-                """(figures, note) => figures.map(figure => {
-                    const svg = figure.querySelector("svg");
-                    const box = (e) => {
-                        const r = e.getBoundingClientRect();
-                        return {left: r.left, right: r.right, top: r.top, bottom: r.bottom,
-                                width: r.width, height: r.height};
-                    };
-                    const said = svg && svg.querySelector("text." + note);
-                    return [figure.dataset.picture, svg && box(svg),
-                            said && {text: said.textContent, ...box(said)}];
-                })""",
-                style.NOTE_CLASS,
-            )
-            assert len(shown) == len(names), (language, doc, len(shown))
-            for i, name in enumerate(names):
-                picture, box, note = shown[i]
-                assert picture == name, (language, doc, i, picture)
-                assert box and box["width"] > 0 and box["height"] > 0, (language, name, box)
-                if DRAWN[name] in (None, PAGE_RUNS[doc]):
-                    assert note is None, (language, name, note)
-                else:  # the note of another run is shown, inside the picture
-                    assert note and note["text"] in notes(parse(name, language)), (name, note)
-                    assert note["width"] > 0 and note["height"] > 0, (language, name, note)
-                    inside = (
-                        note["left"] >= box["left"] - 1
-                        and note["right"] <= box["right"] + 1
-                        and note["top"] >= box["top"] - 1
-                        and note["bottom"] <= box["bottom"] + 1
-                    )
-                    assert inside, (language, name, note, box)
-                if screen == "phone":
-                    assert box["width"] <= SCREENS["phone"]["width"], (language, name, box)
-                if doc == "walkthrough.md":
-                    shot = f"picture-{language}-{scheme}-{screen}-{name}.png"
-                    screenshot(figures.nth(i), shot)
-
-
-@pytest.fixture(scope="module")
-def figure_threads(request, browser, site_url):
-    """Two browsers side by side (``support.BrowserThreads``) running ``check_figures`` for the
-    selected tests ahead of them, in tabs that search nothing (``support.Tab(search=False)``)."""
-    test = test_figures_render_in_both_schemes.__name__
-    jobs = [
-        (item.callspec.params["doc"], item.callspec.params["screen"])
-        for item in request.session.items
-        if getattr(item, "module", None) is request.module and item.originalname == test
-    ]
-
-    def run(tab: Tab, job: tuple[str, str]):
-        check_figures(tab, *job)
-        yield job, None
-
-    threads = BrowserThreads(
-        list(dict.fromkeys(jobs)),
-        keys=lambda job: [job],
-        start=lambda browser: Tab(new_context(browser), site_url, search=False),
-        run=run,
+    names = markers().get((language, doc))
+    assert names, f"{language}/{doc} shows no picture (its twin does)"
+    shown = page.locator("body").get_attribute("data-md-color-scheme")
+    assert shown == SCHEMES[scheme], (language, doc, shown)
+    figures = page.locator(".mha-figure")
+    # each figure's picture name, its drawing's box and its run's note, read in one call
+    shown = figures.evaluate_all(
+        """(figures, note) => figures.map(figure => {
+            const svg = figure.querySelector("svg");
+            const box = (e) => {
+                const r = e.getBoundingClientRect();
+                return {left: r.left, right: r.right, top: r.top, bottom: r.bottom,
+                        width: r.width, height: r.height};
+            };
+            const said = svg && svg.querySelector("text." + note);
+            return [figure.dataset.picture, svg && box(svg),
+                    said && {text: said.textContent, ...box(said)}];
+        })""",
+        style.NOTE_CLASS,
     )
-    yield threads
-    threads.close()  # fails on a request to another host
+    assert len(shown) == len(names), (language, doc, len(shown))
+    for i, name in enumerate(names):
+        picture, box, note = shown[i]
+        assert picture == name, (language, doc, i, picture)
+        assert box and box["width"] > 0 and box["height"] > 0, (language, name, box)
+        if DRAWN[name] in (None, PAGE_RUNS[doc]):
+            assert note is None, (language, name, note)
+        else:  # the note of another run is shown, inside the picture
+            assert note and note["text"] in notes(parse(name, language)), (name, note)
+            assert note["width"] > 0 and note["height"] > 0, (language, name, note)
+            inside = (
+                note["left"] >= box["left"] - 1
+                and note["right"] <= box["right"] + 1
+                and note["top"] >= box["top"] - 1
+                and note["bottom"] <= box["bottom"] + 1
+            )
+            assert inside, (language, name, note, box)
+        if screen == "phone":
+            assert box["width"] <= SCREENS["phone"]["width"], (language, name, box)
+        if doc == "walkthrough.md":
+            screenshot(figures.nth(i), f"picture-{language}-{scheme}-{screen}-{name}.png")
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("screen", SCREENS)
 @pytest.mark.parametrize("doc", PICTURE_PAGES)
-def test_figures_render_in_both_schemes(figure_threads, doc, screen):
-    """Every figure of the page has a size in both schemes and languages (``check_figures``)."""
-    figure_threads.result((doc, screen), (doc, screen))
+def test_figures_render_in_both_schemes(visits, doc, screen):
+    """``check_figures`` in both languages, in the light and the dark scheme of the screen."""
+    for language in LANGUAGES:
+        for state, (on, _) in VISIT_STATES.items():
+            if on == screen:
+                visits.result("figures", state, language, doc)
 
 
 def test_the_rope_picture_turns_each_pair_by_its_frequency_per_position():
