@@ -65,17 +65,16 @@ def ring_steps_picture(language: str) -> str:
                 bold=action != "skip",
             )
     bottom = top + WORLD * (CELL_H + 8) + 12
-    svg.text(
-        4,
-        bottom,
-        tr(
-            language,
-            "Rank r holds positions r × L/4 to (r + 1) × L/4 - 1; keys of a later rank are all "
-            "in its queries' future.",
-            "进程 r 持有位置 r × L/4–(r + 1) × L/4 - 1；后面进程的键全在它的查询之后。",
-        ),
-        size=SMALL,
+    # One line in Chinese; two in English, so that the note is no wider than the grid and the
+    # picture scales down to a phone's width no further than the Chinese one.
+    note = tr(
+        language,
+        "Rank r holds positions r × L/4 to (r + 1) × L/4 - 1;\n"
+        "keys of a later rank are all in its queries' future.",
+        "进程 r 持有位置 r × L/4–(r + 1) × L/4 - 1；后面进程的键全在它的查询之后。",
     )
+    for i, line in enumerate(note.split("\n")):
+        svg.text(4, bottom + i * (SMALL + 4), line, size=SMALL)
     return str(svg)
 
 
