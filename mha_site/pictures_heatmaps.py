@@ -7,8 +7,10 @@ the mechanics of the masks, not meaning: nothing was trained.
 
 Both languages use the same ids, so both pages show the same numbers: ids 0 to 5 are the
 six tokens of the first sentence ("a cat sat on the mat", 一只 / 猫 / 坐 / 在 / 垫子 / 上), ids 6
-to 8 the three of the second ("it is raining", 下 / 雨 / 了), and id 9 the padding that fills the
-second sentence up to 6 positions. Three pictures, each one small heatmap per head (rows:
+to 8 the three of the second ("it is hot", 天气 / 很 / 热), and id 9 the padding (PAD, 填充) that
+fills the second sentence up to 6 positions. The words are short, so that no key label needs
+turning and a picture shrunk to a phone's width still shows its smallest text at 8 px or more
+(``tests/test_heatmaps.py`` checks it). Three pictures, each one small heatmap per head (rows:
 queries, columns: keys):
 
 - ``heatmap-none``: the first sentence, no mask;
@@ -48,8 +50,8 @@ LENGTHS = [6, 3]
 PAD_ID = 9
 
 TOKENS = {
-    "en": ["a", "cat", "sat", "on", "the", "mat", "it", "is", "raining", "<pad>"],
-    "zh": ["一只", "猫", "坐", "在", "垫子", "上", "下", "雨", "了", "填充"],
+    "en": ["a", "cat", "sat", "on", "the", "mat", "it", "is", "hot", "PAD"],
+    "zh": ["一只", "猫", "坐", "在", "垫子", "上", "天气", "很", "热", "填充"],
 }
 
 # Which sequence of the batch each picture shows (its ids: the labels).
@@ -65,7 +67,7 @@ TEXT = {
         "axes": "rows: queries, columns: keys",
         "none": "No mask: “a cat sat on the mat”",
         "causal": "Causal mask (is_causal=True): “a cat sat on the mat”",
-        "padding": "Padding mask: “it is raining”, padded to 6 positions",
+        "padding": "Padding mask: “it is hot”, padded to 6 positions",
         "previous": "Hand-set heads, causal mask: head i looks i positions back",
         "window": "Sliding window of 3 (window=3, is_causal=True): “a cat sat on the mat”",
         "title": "Attention weights of the 4 heads of mha.full.MHA({model}), {what}. Rows are "
@@ -77,7 +79,7 @@ TEXT = {
         "what": {
             "none": "no mask, for “a cat sat on the mat”",
             "causal": "causal mask, for “a cat sat on the mat”",
-            "padding": "padding mask, for “it is raining” padded to 6 positions",
+            "padding": "padding mask, for “it is hot” padded to 6 positions",
             "previous": "set by hand, not trained: in head i, position p attends to position "
             "p − i (to position 0 when p < i), causal mask, for “a cat sat on the mat”",
             "window": "sliding window of 3 positions with the causal mask, for “a cat sat on "
@@ -89,7 +91,7 @@ TEXT = {
         "axes": "行：查询，列：键",
         "none": "不加掩码：“一只猫坐在垫子上”",
         "causal": "因果掩码（is_causal=True）：“一只猫坐在垫子上”",
-        "padding": "填充掩码：“下雨了”填充到 6 个位置",
+        "padding": "填充掩码：“天气很热”填充到 6 个位置",
         "previous": "手工设定的头，因果掩码：头 i 往前看 i 个位置",
         "window": "3 个位置的滑动窗口（window=3，is_causal=True）：“一只猫坐在垫子上”",
         "title": "mha.full.MHA({model}) 的 4 个头的注意力权重，{what}。行是查询，列是键；"
@@ -101,7 +103,7 @@ TEXT = {
         "what": {
             "none": "不加掩码，句子是“一只猫坐在垫子上”",
             "causal": "因果掩码，句子是“一只猫坐在垫子上”",
-            "padding": "填充掩码，句子是“下雨了”，填充到 6 个位置",
+            "padding": "填充掩码，句子是“天气很热”，填充到 6 个位置",
             "previous": "权重是手工设定的，没有训练：在头 i 里，位置 p 关注位置 p − i（p < i 时"
             "关注位置 0），加因果掩码，句子是“一只猫坐在垫子上”",
             "window": "3 个位置的滑动窗口加因果掩码，句子是“一只猫坐在垫子上”",
@@ -231,11 +233,14 @@ def hex_colour(rgb: tuple) -> str:
 
 # ---- drawing ----------------------------------------------------------------------------------
 
-# A weight's square: larger than picture_style.CELL, it holds the weight to two decimals.
-SQUARE = 32
-FONT = style.SMALL  # the labels'; the heading and the heads' labels are 13, the weights 10
-NUMBER_FONT = 10
-GAP = 28
+# A weight's square: larger than picture_style.CELL, it holds the weight to two decimals. The
+# squares, the labels and the gaps are as small as reads well, so that a picture shrunk to a
+# phone's width still shows its smallest text (the weights) at 8 px (tests/test_heatmaps.py).
+SQUARE = 28
+FONT = style.SMALL  # the labels'
+HEADING_FONT = 13  # the heading's and the heads' labels
+NUMBER_FONT = 10  # the weights'
+GAP = 24
 PANEL_COLUMNS = 2
 
 
@@ -250,11 +255,11 @@ def esc(text: str) -> str:
 
 
 STYLE = """
-.mha-heat text { fill: var(--md-default-fg-color, #000); font-size: %(font)spx; }
-.mha-heat .heading, .mha-heat .head-label { font-size: 13px; font-weight: 700; }
+.mha-heat text { fill: var(--md-default-fg-color, #000); }
+.mha-heat .heading, .mha-heat .head-label { font-weight: 700; }
 .mha-heat .axes, .mha-heat .legend-label { fill: var(--md-default-fg-color--light, #555); }
 .mha-heat .cell rect { fill: var(--l); stroke: var(--md-default-fg-color--lightest, #ccc); }
-.mha-heat .cell text { fill: var(--lt); font-size: %(number)spx; }
+.mha-heat .cell text { fill: var(--lt); }
 .mha-heat-%(variant)s .cell.masked rect { fill: url(#%(hatch)s); }
 .mha-heat .hatch { stroke: var(--md-default-fg-color--light, #888); stroke-width: 1.2; }
 [data-md-color-scheme="slate"] .mha-heat .cell rect { fill: var(--d); }
@@ -268,6 +273,15 @@ def cell_style(w: float) -> tuple[str, str]:
     rect = f"--l:{hex_colour(fill_l)};--d:{hex_colour(fill_d)}"
     text = f"--lt:{hex_colour(text_l)};--dt:{hex_colour(text_d)}"
     return rect, text
+
+
+def heading_lines(heading: str) -> list[str]:
+    """A heading on two lines, after its colon: on one it would be wider than the heatmaps."""
+    for colon in (": ", "："):
+        if colon in heading:
+            first, rest = heading.split(colon, 1)
+            return [first + colon.strip(), rest]
+    return [heading]
 
 
 def draw(variant: str, language: str) -> str:
@@ -288,19 +302,21 @@ def draw(variant: str, language: str) -> str:
     panel_h = 20 + column_label + n * SQUARE
     drawn = style.Run.of(*setup_of(variant))
     note = drawn.note(language)
-    top = 44 + (18 if note else 0)  # the heading, the axes line and the note
+    heading = heading_lines(words[variant])
+    axes_y = 16 + 18 * len(heading)
+    top = axes_y + 10 + (18 if note else 0)  # the heading, the axes line and the note
     rows = -(-HEADS_NUM // PANEL_COLUMNS)
     legend_h = 46
     legend_top = top + rows * panel_h + (rows - 1) * GAP / 2
     # what the drawing reaches, right and down (Svg adds a margin of 8)
     right = max(
         PANEL_COLUMNS * panel_w + (PANEL_COLUMNS - 1) * GAP,
-        text_width(words[variant], 13),
+        *(text_width(line, HEADING_FONT) for line in heading),
         text_width(note),
     )
     bottom = legend_top + legend_h - 8
 
-    css = {"font": FONT, "number": NUMBER_FONT, "hatch": hatch, "variant": variant}
+    css = {"hatch": hatch, "variant": variant}
     model = f"{drawn.hidden_size}, {drawn.heads_num}"
     title = words["title"].format(model=model, what=words["what"][variant])
     svg = style.Svg(f"heatmap-{variant}", title, note=note, classes=f"mha-heat mha-heat-{variant}")
@@ -310,10 +326,15 @@ def draw(variant: str, language: str) -> str:
         f'<defs><pattern id="{hatch}" width="6" height="6" patternUnits="userSpaceOnUse" '
         f'patternTransform="rotate(45)"><line class="hatch" x1="0" y1="0" x2="0" y2="6"/>'
         f"</pattern></defs>"
-        f'<text class="heading" x="4" y="16">{esc(words[variant])}</text>'
-        f'<text class="axes" x="4" y="34">{esc(words["axes"])}</text>'
+        + "".join(
+            f'<text class="heading" x="4" y="{16 + 18 * k}" font-size="{HEADING_FONT}">'
+            f"{esc(line)}</text>"
+            for k, line in enumerate(heading)
+        )
+        + f'<text class="axes" x="4" y="{axes_y}" font-size="{FONT}">{esc(words["axes"])}</text>'
     )
-    svg.note_at(4, 52, FONT)  # under the heading and the axes
+    svg.note_at(4, axes_y + 18, FONT)  # under the heading and the axes
+    size = f'font-size="{FONT}"'  # the labels' (each text names its size: no style sheet does)
     out = []
     for head in range(HEADS_NUM):
         px = 4 + (head % PANEL_COLUMNS) * (panel_w + GAP)
@@ -325,6 +346,7 @@ def draw(variant: str, language: str) -> str:
         stroke_class, stroke_colour = style.stroke_of(head)
         out.append(
             f'<text class="head-label {text_class}" x="{gx:.1f}" y="{py + 13:.1f}" '
+            f'font-size="{HEADING_FONT}" '
             f'fill="{text_colour}">{esc(words["head"].format(i=head))}</text>'
         )
         out.append(
@@ -336,17 +358,17 @@ def draw(variant: str, language: str) -> str:
             cx = gx + j * SQUARE + SQUARE / 2
             if rotate:
                 out.append(
-                    f'<text class="key" data-k="{j}" x="{cx + 3:.1f}" y="{gy - 5:.1f}" '
+                    f'<text class="key" data-k="{j}" x="{cx + 3:.1f}" y="{gy - 5:.1f}" {size} '
                     f'transform="rotate(-45 {cx + 3:.1f} {gy - 5:.1f})">{esc(label)}</text>'
                 )
             else:
                 out.append(
-                    f'<text class="key" data-k="{j}" x="{cx:.1f}" y="{gy - 6:.1f}" '
+                    f'<text class="key" data-k="{j}" x="{cx:.1f}" y="{gy - 6:.1f}" {size} '
                     f'text-anchor="middle">{esc(label)}</text>'
                 )
         for i, label in enumerate(labels):  # queries, down the left side
             out.append(
-                f'<text class="query" data-q="{i}" x="{gx - 6:.1f}" '
+                f'<text class="query" data-q="{i}" x="{gx - 6:.1f}" {size} '
                 f'y="{gy + i * SQUARE + SQUARE / 2 + 4:.1f}" text-anchor="end">{esc(label)}</text>'
             )
         for i in range(n):
@@ -369,6 +391,7 @@ def draw(variant: str, language: str) -> str:
                     f'<rect x="{x:.1f}" y="{y:.1f}" width="{SQUARE}" height="{SQUARE}" '
                     f'style="{rect_style}"/>'
                     f'<text x="{x + SQUARE / 2:.1f}" y="{y + SQUARE / 2 + 3.5:.1f}" '
+                    f'font-size="{NUMBER_FONT}" '
                     f'text-anchor="middle" style="{text_style}">{shown}</text></g>'
                 )
         out.append("</g>")
@@ -376,7 +399,9 @@ def draw(variant: str, language: str) -> str:
     # The legend: the scale from 0 to 1, and a masked cell.
     ly = legend_top + 12
     out.append('<g class="legend">')
-    out.append(f'<text class="legend-label" x="4" y="{ly + 12:.1f}">{esc(words["legend"])}</text>')
+    out.append(
+        f'<text class="legend-label" x="4" y="{ly + 12:.1f}" {size}>{esc(words["legend"])}</text>'
+    )
     lx = 8 + text_width(words["legend"])
     steps = 10
     for s in range(steps + 1):
@@ -388,7 +413,7 @@ def draw(variant: str, language: str) -> str:
         )
     for w, s in (("0", 0), ("0.5", steps // 2), ("1", steps)):
         out.append(
-            f'<text class="legend-label" x="{lx + s * 16 + 8:.1f}" y="{ly + 30:.1f}" '
+            f'<text class="legend-label" x="{lx + s * 16 + 8:.1f}" y="{ly + 30:.1f}" {size} '
             f'text-anchor="middle">{w}</text>'
         )
     mx = lx + (steps + 1) * 16 + 24
@@ -396,7 +421,7 @@ def draw(variant: str, language: str) -> str:
         f'<g class="cell masked"><rect x="{mx:.1f}" y="{ly:.1f}" width="16" height="16"/></g>'
     )
     out.append(
-        f'<text class="legend-label" x="{mx + 22:.1f}" y="{ly + 12:.1f}">'
+        f'<text class="legend-label" x="{mx + 22:.1f}" y="{ly + 12:.1f}" {size}>'
         f"{esc(words['legend_masked'])}</text>"
     )
     out.append("</g>")
