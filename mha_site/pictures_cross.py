@@ -142,14 +142,10 @@ def cross_weights_picture(language: str) -> str:
                 f'<g class="cell" data-q="{s}" data-k="{t}"><title>{html.escape(tip)}</title>'
                 f'<rect x="{x:g}" y="{y:g}" width="{SQUARE}" height="{SQUARE}" '
                 f'style="{rect_style}"/><text x="{x + SQUARE / 2:g}" y="{y + SQUARE / 2 + 3.5:g}" '
-                f'text-anchor="middle" style="{text_style}">{shown}</text></g>'
+                f'font-size="{heatmaps.NUMBER_FONT}" text-anchor="middle" style="{text_style}">'
+                f"{shown}</text></g>"
             )
-    css = heatmaps.STYLE % {
-        "font": SMALL,
-        "number": heatmaps.NUMBER_FONT,
-        "hatch": "mha-hatch-cross",
-        "variant": "cross",
-    }
+    css = heatmaps.STYLE % {"hatch": "mha-hatch-cross", "variant": "cross"}
     svg.markup(f'<style>{css}</style><g class="mha-heat mha-heat-cross">{"".join(cells)}</g>')
     grid_right = grid_left + k_len * SQUARE
     svg.grow(grid_right, grid_top + q_len * SQUARE)
