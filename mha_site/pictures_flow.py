@@ -491,6 +491,7 @@ def flow(language):
         "表达式、得到的形状，以及它是同一块内存上的视图、复制，还是计算得到的新张量。",
     )
     svg = Svg("forward-flow", title, note=drawn.note(language))
+    size = SMALL + 1  # no smaller: the picture is shrunk to a phone's width, this stays 8 px
     row = 24
     cx_expr, cx_shape, cx_kind = 58, 292, 400
     y = 16
@@ -500,9 +501,9 @@ def flow(language):
         tr(language, "memory", "内存"),
     )
     for cx, label in zip((cx_expr, cx_shape, cx_kind), headers, strict=True):
-        svg.text(cx, y, label, bold=True, size=SMALL)
+        svg.text(cx, y, label, bold=True, size=size)
     y += 8
-    svg.line(4, y, cx_kind + 110, y, width=0.6)
+    svg.line(4, y, cx_kind + 116, y, width=0.6)
     rows = [("", "x", tuple(x.shape), None)]
     previous = ""
     for s in steps:
@@ -511,11 +512,11 @@ def flow(language):
     for target, text, shape, s in rows:
         y += row
         if s is not None and s.kind == "copy":
-            svg.rect(2, y - 16, cx_kind + 112, row - 2, "mha-copyrow", "none", "#c2185b", rx=3)
+            svg.rect(2, y - 16, cx_kind + 118, row - 2, "mha-copyrow", "none", "#c2185b", rx=3)
         if target:
             svg.text(50, y, f"{target} =" if s is not None else target, code=True, anchor="end")
-        svg.text(cx_expr, y, text, code=True, size=SMALL + 1)
-        svg.text(cx_shape, y, shape_text(shape), code=True, size=SMALL + 1)
+        svg.text(cx_expr, y, text, code=True, size=size)
+        svg.text(cx_shape, y, shape_text(shape), code=True, size=size)
         if s is None:
             kind = tr(language, "input", "输入")
         else:
@@ -523,14 +524,14 @@ def flow(language):
             if not s.contiguous:
                 kind += tr(language, ", not contig.", "，不连续")
         cls = "mha-accent" if s is not None and s.kind == "copy" else "mha-fg"
-        svg.text(cx_kind, y, kind, cls=cls, size=SMALL, bold=cls == "mha-accent")
+        svg.text(cx_kind, y, kind, cls=cls, size=size, bold=cls == "mha-accent")
     y += 22
     legend = tr(
         language,
         "view: no data moves; copy: new memory (contiguous); computed: a new result",
         "视图：数据不动；复制：新的一块内存（连续）；计算：新结果",
     )
-    svg.text(4, y, legend, size=SMALL)
+    svg.text(4, y, legend, size=size)
     return str(svg)
 
 

@@ -16,7 +16,7 @@ from mha_site.languages import tr
 from mha_site.picture_style import FONT, SMALL, Svg, fill_of, shape_text, stroke_of
 
 HIDDEN, HEADS, KV_HEADS, WORLD = 16, 4, 2, 2
-UNIT = 6  # one row or column of a weight, in SVG units
+UNIT = 5  # one row or column of a weight, in SVG units: 8 px text on a 390 px phone
 
 
 @functools.cache

@@ -57,7 +57,7 @@ def tiled_running_picture(language: str) -> str:
         "以及 exp(分数 - m) 之和 l",
     )
     svg = Svg("tiled-running", title)
-    left, top = 64, 8 + FONT
+    left, top = 56, 8 + FONT  # room for the row labels, and no more: 8 px text on a phone
     svg.text(4, top + CELL_H - 8, tr(language, "scores", "分数"), bold=True)
     for j, s in enumerate(scores):
         block = j // BLOCK

@@ -5,8 +5,9 @@ recipe gives (seeded embeddings per word id, a seeded ``mha.full.MHA(16, 4)``,
 ``need_weights=True``; for ``heatmap-previous``, heads of ``MHA(24, 4)`` set by hand to attend to
 the position ``i`` back); every hatched cell is a weight of exactly 0, and exactly the cells the
 mask removes are hatched. The labels are in the page's language, each page's snippet is the same
-run, the colours keep each number readable in both schemes, and the built site shows the three
-masks pictures on both masks pages and the hand-set heads on both heads pages.
+run, the colours keep each number readable in both schemes, the smallest label (here and on every
+picture of the site) still reads on a 390 px phone, and the built site shows the three masks
+pictures on both masks pages and the hand-set heads on both heads pages.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from support import LANGUAGES, ROOT, SCREENS, assert_close
 
 from mha.full import MHA, padding_mask
+from mha_site import pictures
 from mha_site import pictures_heatmaps as heatmaps
 from mha_site.markdown import CHINESE, fences
 
@@ -275,6 +277,18 @@ def test_the_smallest_label_reads_on_a_phone(name, language):
     words, the heading on two lines) keeps every label, the weights too, at 8 px or more there."""
     size, label = smallest_label_on_phone(svg_of(name, language))
     assert size >= SMALLEST_ON_PHONE, f"{name} ({language}): {label!r} shows at {size:.2f} px"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_picture_reads_on_a_phone(language):
+    """The same measure for every picture of the site (mha_site.pictures' registry): the ones
+    that were shrunk below 8 px (forward-flow, heads-split, tiled-running) are laid out to fit."""
+    small = {}
+    for name in pictures.generators():
+        size, label = smallest_label_on_phone(ET.fromstring(pictures.draw(name, language)))
+        if size < SMALLEST_ON_PHONE:
+            small[name] = (round(size, 2), label)
+    assert not small, f"labels under {SMALLEST_ON_PHONE} px on a 390 px phone: {small}"
 
 
 def test_the_phone_measure_sees_a_picture_too_wide():
