@@ -18,10 +18,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 import torch
-from support import LANGUAGES, ROOT, SCREENS, assert_close
+from support import LANGUAGES, ROOT, assert_close
 
 from mha.full import MHA, padding_mask
-from mha_site import pictures
 from mha_site import pictures_heatmaps as heatmaps
 from mha_site.markdown import CHINESE, fences
 
@@ -241,64 +240,6 @@ def test_every_number_contrasts_with_its_cell(scheme):
     """WCAG AA for small text, 4.5:1, for every weight from 0 to 1 (axe skips SVG text)."""
     worst = min(heatmaps.contrast(*heatmaps.cell_colours(i / 1000, scheme)) for i in range(1001))
     assert worst >= 4.5, (scheme, worst)
-
-
-# The width a picture gets on a 390 px phone: the screen less Material's content margins, 16 px a
-# side (a picture wider than that is shrunk to it, mha.css), and the smallest text a reader should
-# have to read there.
-PHONE_WIDTH = SCREENS["phone"]["width"] - 2 * 16
-SMALLEST_ON_PHONE = 8.0
-
-
-def smallest_label_on_phone(root: ET.Element) -> tuple[float, str]:
-    """The smallest text of a picture as a 390 px phone shows it, in px, and that text: its font
-    size (its own ``font-size`` or its nearest ancestor's) times the picture's shrink factor,
-    ``PHONE_WIDTH`` / the viewBox width when the picture is wider than that."""
-    width = float(root.get("viewBox").split()[2])
-    scale = min(1.0, PHONE_WIDTH / width)
-    parents = {child: parent for parent in root.iter() for child in parent}
-    for style in root.iter(f"{SVG}style"):  # a style sheet's size would beat the attribute
-        assert "font-size" not in (style.text or ""), "text sizes are attributes, not CSS"
-    shown = []
-    for text in root.iter(f"{SVG}text"):
-        sized = text
-        while sized is not None and sized.get("font-size") is None:
-            sized = parents.get(sized)
-        label = "".join(text.itertext())
-        assert sized is not None, f"no font-size for the text {label!r}"
-        shown.append((float(sized.get("font-size")) * scale, label))
-    return min(shown)
-
-
-@pytest.mark.parametrize("language", LANGUAGES)
-@pytest.mark.parametrize("name", NAMES)
-def test_the_smallest_label_reads_on_a_phone(name, language):
-    """A phone shrinks a picture wider than its screen: the layout (the squares, the gaps, short
-    words, the heading on two lines) keeps every label, the weights too, at 8 px or more there."""
-    size, label = smallest_label_on_phone(svg_of(name, language))
-    assert size >= SMALLEST_ON_PHONE, f"{name} ({language}): {label!r} shows at {size:.2f} px"
-
-
-@pytest.mark.parametrize("language", LANGUAGES)
-def test_every_picture_reads_on_a_phone(language):
-    """The same measure for every picture of the site (mha_site.pictures' registry): the ones
-    that were shrunk below 8 px (forward-flow, heads-split, tiled-running) are laid out to fit."""
-    small = {}
-    for name in pictures.generators():
-        size, label = smallest_label_on_phone(ET.fromstring(pictures.draw(name, language)))
-        if size < SMALLEST_ON_PHONE:
-            small[name] = (round(size, 2), label)
-    assert not small, f"labels under {SMALLEST_ON_PHONE} px on a 390 px phone: {small}"
-
-
-def test_the_phone_measure_sees_a_picture_too_wide():
-    """The measure itself: the same picture, twice as wide, shows its weights at half the size."""
-    root = svg_of("heatmap-none", "en")
-    size, _ = smallest_label_on_phone(root)
-    _, _, width, height = root.get("viewBox").split()
-    root.set("viewBox", f"0 0 {2 * float(width)} {height}")
-    assert smallest_label_on_phone(root)[0] == pytest.approx(size / 2), "scaled by the width"
-    assert smallest_label_on_phone(root)[0] < SMALLEST_ON_PHONE
 
 
 # ---- the page ---------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ runs.
   the step the picture shows there, in order; every stride it writes is that step's stride.
 - A picture drawn from another run than its page's says which in its own visible text, as the
   pages write a run (``MHA(4, 2)``, ``x [1, 3, 4]``); a picture of its page's run says nothing.
+- Every picture's smallest text shows at 8 px or more on a 390 px phone, which shrinks a picture
+  wider than its screen (font sizes are attributes, read from the SVG).
 - Every ``<!-- picture: NAME -->`` on a page names a picture, every picture is used, and the built
   site holds each figure on the page of each language.
 - In a real browser (marked ``browser``), every figure has a non-zero size in the light and the
@@ -337,6 +339,56 @@ def test_built_pages_hold_each_figure(built_site, checked_pages):
                 assert CHINESE.search(words), f"zh/{page}: {name} has no Chinese"
             else:
                 assert not CHINESE.search(words), f"en/{page}: {name} has Chinese"
+
+
+# The width a picture gets on a 390 px phone: the screen less Material's content margins, 16 px a
+# side (a picture wider than that is shrunk to it, mha.css), and the smallest text a reader should
+# have to read there.
+PHONE_WIDTH = SCREENS["phone"]["width"] - 2 * 16
+SMALLEST_ON_PHONE = 8.0
+
+
+def smallest_label_on_phone(root: ET.Element) -> tuple[float, str]:
+    """The smallest text of a picture as a 390 px phone shows it, in px, and that text: its font
+    size (its own ``font-size`` or its nearest ancestor's) times the picture's shrink factor,
+    ``PHONE_WIDTH`` / the viewBox width when the picture is wider than that."""
+    width = float(root.get("viewBox").split()[2])
+    scale = min(1.0, PHONE_WIDTH / width)
+    parents = {child: parent for parent in root.iter() for child in parent}
+    for sheet in root.iter(f"{SVG}style"):  # a style sheet's size would beat the attribute
+        assert "font-size" not in (sheet.text or ""), "text sizes are attributes, not CSS"
+    shown = []
+    for text in root.iter(f"{SVG}text"):
+        sized = text
+        while sized is not None and sized.get("font-size") is None:
+            sized = parents.get(sized)
+        label = "".join(text.itertext())
+        assert sized is not None, f"no font-size for the text {label!r}"
+        shown.append((float(sized.get("font-size")) * scale, label))
+    return min(shown)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_picture_reads_on_a_phone(language):
+    """A phone shrinks a picture wider than its screen: every picture's layout (the heatmaps'
+    squares, gaps, short words and two-line heading; the flow's, the heads' split, the tiled
+    run's widths) keeps every label at 8 px or more there."""
+    small = {}
+    for name in NAMES:
+        size, label = smallest_label_on_phone(parse(name, language))
+        if size < SMALLEST_ON_PHONE:
+            small[name] = (round(size, 2), label)
+    assert not small, f"labels under {SMALLEST_ON_PHONE} px on a 390 px phone: {small}"
+
+
+def test_the_phone_measure_sees_a_picture_too_wide():
+    """The measure itself: the same picture, twice as wide, shows its weights at half the size."""
+    root = parse("heatmap-none", "en")
+    size, _ = smallest_label_on_phone(root)
+    _, _, width, height = root.get("viewBox").split()
+    root.set("viewBox", f"0 0 {2 * float(width)} {height}")
+    assert smallest_label_on_phone(root)[0] == pytest.approx(size / 2), "scaled by the width"
+    assert smallest_label_on_phone(root)[0] < SMALLEST_ON_PHONE
 
 
 # ---- in a real browser ---------------------------------------------------------------------
