@@ -4,7 +4,10 @@
   every shape checked.
 - [`mha.pure`][mha.pure] -- the same class, minimal (纯享版).
 - [`mha.interop`][mha.interop] -- conversion to and from ``torch.nn.MultiheadAttention``, and
-  from transformers' Llama, Mistral and Qwen attention, the weights copied exactly.
+  from transformers' Llama, Mistral and Qwen attention, the weights copied exactly; and a whole
+  transformers model's attention swapped for mha's and back.
+- [`mha.hf`][mha.hf] -- the layer that takes transformers' call in a swapped model, its cache
+  kept in step with transformers'.
 - [`mha.full`][mha.full] -- the full version (完整版): masks, cross-attention, a KV cache,
   grouped-query attention, dropout and a fast path, each proven equal to PyTorch's own; and the
   options of today's open models (head size, scale, per-projection bias, q/k norm, rotary
@@ -23,7 +26,7 @@
   KV cache and RMSNorm that the full version and MLA share (``mha.full`` re-exports them).
 - [`mha.checks`][mha.checks] -- the argument checks they share.
 
-``import mha`` imports these thirteen; ``mha.trace`` and ``mha.bench`` are imported by name:
+``import mha`` imports these fourteen; ``mha.trace`` and ``mha.bench`` are imported by name:
 
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
@@ -38,6 +41,7 @@ from mha import (
     checks,
     decoder,
     full,
+    hf,
     interop,
     masks,
     mla,
@@ -54,6 +58,7 @@ __all__ = [
     "checks",
     "decoder",
     "full",
+    "hf",
     "interop",
     "masks",
     "mla",

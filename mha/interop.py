@@ -82,11 +82,12 @@ import torch
 import torch.nn as nn
 
 import mha.full
+import mha.hf
 import mha.mla
 import mha.pure
 from mha.rope import SCALINGS, RotaryEmbedding
 
-__all__ = ["from_hf", "from_torch", "to_torch"]
+__all__ = ["from_hf", "from_torch", "restore_attention", "swap_attention", "to_hf", "to_torch"]
 
 _LAYERS = ("W_q", "W_k", "W_v", "W_o")
 
@@ -574,21 +575,341 @@ def _rope_from_hf(config: object, head_size: int, *, interleaved: bool = False) 
     )
 
 
+# How from_hf fills each argument of mha.mla.MLA from DeepSeek-V3's attention, and how an MLA
+# gives each back (the module keeps some under shorter names): to_hf compares the two.
+FROM_HF_MLA_FILLS = {
+    "hidden_size": lambda module: module.config.hidden_size,
+    "heads_num": lambda module: module.config.num_attention_heads,
+    "q_lora_rank": lambda module: module.config.q_lora_rank,
+    "kv_lora_rank": lambda module: module.config.kv_lora_rank,
+    "qk_nope_head_dim": lambda module: module.config.qk_nope_head_dim,
+    "qk_rope_head_dim": lambda module: module.config.qk_rope_head_dim,
+    "v_head_dim": lambda module: module.config.v_head_dim,
+    "rope": lambda module: _rope_from_hf(
+        module.config, module.config.qk_rope_head_dim, interleaved=module.config.rope_interleave
+    ),
+    "scale": lambda module: float(module.scaling),
+    "bias": lambda module: module.kv_a_proj_with_mqa.bias is not None,
+    "norm_eps": lambda module: float(module.kv_a_layernorm.variance_epsilon),
+}
+_MLA_ARGUMENTS = {
+    "hidden_size": lambda m: m.hidden_size,
+    "heads_num": lambda m: m.heads_num,
+    "q_lora_rank": lambda m: m.q_lora_rank,
+    "kv_lora_rank": lambda m: m.kv_lora_rank,
+    "qk_nope_head_dim": lambda m: m.nope_dims,
+    "qk_rope_head_dim": lambda m: m.rope_dims,
+    "v_head_dim": lambda m: m.v_dims,
+    "rope": lambda m: m.rope,
+    "scale": lambda m: m.scale,
+    "bias": lambda m: m.W_dkv.bias is not None,
+    "norm_eps": lambda m: m.kv_norm.eps,
+}
+
+
 def _mla_from_hf(module: nn.Module) -> mha.mla.MLA:
     """``DeepseekV3Attention`` as an [`mha.mla.MLA`][mha.mla.MLA], the weights copied exactly."""
-    config = module.config
     weight = module.kv_a_proj_with_mqa.weight
-    m = mha.mla.MLA(
-        config.hidden_size,
-        config.num_attention_heads,
-        q_lora_rank=config.q_lora_rank,
-        kv_lora_rank=config.kv_lora_rank,
-        qk_nope_head_dim=config.qk_nope_head_dim,
-        qk_rope_head_dim=config.qk_rope_head_dim,
-        v_head_dim=config.v_head_dim,
-        rope=_rope_from_hf(config, config.qk_rope_head_dim, interleaved=config.rope_interleave),
-        scale=float(module.scaling),
-        bias=module.kv_a_proj_with_mqa.bias is not None,
-        norm_eps=float(module.kv_a_layernorm.variance_epsilon),
-    ).to(device=weight.device, dtype=weight.dtype)
+    arguments = {name: fill(module) for name, fill in FROM_HF_MLA_FILLS.items()}
+    m = mha.mla.MLA(**arguments).to(device=weight.device, dtype=weight.dtype)
     return _load_renamed(m, module, _HF_MLA_NAMES)
+
+
+# ---- A whole transformers model: swap its attention layers for mha's, and back ----------------
+
+
+def _hf_options(hf_attention: nn.Module) -> dict[str, object]:
+    """The arguments ``from_hf`` builds its module with from ``hf_attention`` (the fields of
+    ``mha.full.Options``, resolved, or ``mha.mla.MLA``'s arguments)."""
+    if type(hf_attention).__name__ == "DeepseekV3Attention":
+        return {name: fill(hf_attention) for name, fill in FROM_HF_MLA_FILLS.items()}
+    options = mha.full.Options(**{f: fill(hf_attention) for f, fill in FROM_HF_FILLS.items()})
+    return vars(options.resolved())
+
+
+def _own_options(module: nn.Module) -> dict[str, object]:
+    """The same arguments read back from an ``mha`` module."""
+    if isinstance(module, mha.mla.MLA):
+        return {name: read(module) for name, read in _MLA_ARGUMENTS.items()}
+    return vars(module.options.resolved())
+
+
+def _said(name: str, value: object, options: dict[str, object]) -> object:
+    """An option as to_hf compares it: a rotation by what it computes, the default scale as the
+    number it stands for."""
+    if isinstance(value, RotaryEmbedding):
+        return (value.rotary_dims, value.base, value.interleaved, value.scaling)
+    if name == "scale" and value is None:
+        return options["head_size"] ** -0.5
+    return value
+
+
+def _differences(module: nn.Module, hf_attention: nn.Module) -> list[str]:
+    """Each option of ``module`` that differs from what ``from_hf(hf_attention)`` would build."""
+    expected, actual = _hf_options(hf_attention), _own_options(module)
+    problems = []
+    for name, wanted in expected.items():
+        if name == "fast":
+            continue  # how the attention is computed, not what: any value computes the same
+        if name == "norm_eps" and not expected.get("qk_norm", True) and not actual["qk_norm"]:
+            continue  # the eps of norms neither side has
+        if _said(name, actual[name], actual) != _said(name, wanted, expected):
+            problems.append(f"{name}={actual[name]!r}, expected {name}={wanted!r}")
+    return problems
+
+
+def to_hf(module: nn.Module, hf_attention: nn.Module) -> nn.Module:
+    """Copy an ``mha`` module's weights into a transformers attention module.
+
+    The inverse of [`from_hf`][mha.interop.from_hf]: the parameters take transformers' names
+    back (``W_q`` to ``q_proj``, ...; the same table, read the other way), and are copied into
+    ``hf_attention``'s own tensors (cast to their dtype and device, as ``load_state_dict``
+    does). First ``module``'s options are compared with those ``from_hf(hf_attention)`` would
+    build (``FROM_HF_FILLS``: sizes, heads, head size, biases, scale, q/k norm, rotation,
+    window; ``fast`` aside, which changes how, not what), so that the copy computes what
+    ``module`` computes.
+
+    Args:
+        module: an [`mha.full.MHA`][mha.full.MHA], or an [`mha.mla.MLA`][mha.mla.MLA] for a
+            ``DeepseekV3Attention``.
+        hf_attention: a transformers attention module of a class ``from_hf`` converts.
+
+    Returns:
+        ``hf_attention``, its weights now ``module``'s.
+
+    Raises:
+        TypeError: ``hf_attention`` is of a class ``from_hf`` does not convert, or ``module``
+            is not the kind of ``mha`` module it converts to.
+        ValueError: an option of ``module`` differs from ``hf_attention``'s; the message names
+            each, with both values.
+
+    Examples:
+        >>> from transformers import LlamaConfig
+        >>> from transformers.models.llama.modeling_llama import LlamaAttention
+        >>> config = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2)
+        >>> hf = LlamaAttention(config, layer_idx=0)
+        >>> m = from_hf(hf)
+        >>> # 在 mha 这边改动权重
+        >>> _ = m.W_q.weight.data.mul_(2.0)  # changed on mha's side
+        >>> torch.equal(to_hf(m, hf).q_proj.weight, m.W_q.weight)
+        True
+        >>> to_hf(mha.full.MHA(32, 4, kv_heads=4, bias=False), hf)
+        Traceback (most recent call last):
+        ...
+        ValueError: cannot copy module into LlamaAttention: kv_heads=4, expected kv_heads=2; ...
+
+    中文:
+        把 ``mha`` 模块的权重复制进 transformers 的注意力模块。
+
+        它是 [`from_hf`][mha.interop.from_hf] 的逆操作：参数换回 transformers 的名字（``W_q`` 换回
+        ``q_proj`` 等，用的是同一张表，反过来读），复制进 ``hf_attention`` 自己的张量（按它们的
+        dtype 和设备转换，与 ``load_state_dict`` 相同）。复制之前先比较 ``module`` 的选项和
+        ``from_hf(hf_attention)`` 会构建出的选项（``FROM_HF_FILLS``：尺寸、头数、每个头的维度、
+        偏置、缩放系数、q/k 的归一化、旋转、窗口；``fast`` 除外，它只改变怎样算，不改变算什么），
+        保证复制过去的模块算的就是 ``module`` 算的。
+
+        参数：
+            module: 一个 [`mha.full.MHA`][mha.full.MHA]；对 ``DeepseekV3Attention`` 则是
+                [`mha.mla.MLA`][mha.mla.MLA]。
+            hf_attention: transformers 的注意力模块，属于 ``from_hf`` 能转换的类。
+
+        返回：
+            ``hf_attention`` 本身，权重已换成 ``module`` 的。
+
+        异常：
+            TypeError: ``hf_attention`` 的类 ``from_hf`` 不能转换，或者 ``module`` 不是它对应的那种
+                ``mha`` 模块。
+            ValueError: ``module`` 的某个选项与 ``hf_attention`` 的不同；错误信息逐个写出，两边的
+                值都写上。
+    """
+    name = type(hf_attention).__name__
+    if name not in HF_CLASSES:
+        raise TypeError(f"to_hf copies into transformers' {', '.join(HF_CLASSES)}; got {name}")
+    mla = name == "DeepseekV3Attention"
+    kind = mha.mla.MLA if mla else mha.full.MHA
+    if not isinstance(module, kind):
+        raise TypeError(
+            f"{name} takes the weights of a {kind.__module__}.{kind.__name__}, "
+            f"got {type(module).__name__}"
+        )
+    problems = _differences(module, hf_attention)
+    if problems:
+        raise ValueError(f"cannot copy module into {name}: {'; '.join(problems)}")
+    theirs = _hf_names(module, back=True)
+    renamed = {}
+    for key, value in module.state_dict().items():
+        part, _, leaf = key.rpartition(".")
+        renamed[f"{theirs[part]}.{leaf}"] = value
+    hf_attention.load_state_dict(renamed, strict=True)
+    return hf_attention
+
+
+def _hf_names(m: nn.Module, *, back: bool = False) -> dict[str, str]:
+    """transformers' submodule names to those of ``m`` (an ``MLA``: DeepSeek-V3's), or with
+    ``back=True`` the same table read the other way."""
+    names = _HF_MLA_NAMES if isinstance(m, mha.mla.MLA) else _HF_NAMES
+    return {ours: theirs for theirs, ours in names.items()} if back else names
+
+
+def _same_requires_grad(source: nn.Module, target: nn.Module, names: dict[str, str]) -> None:
+    """Each parameter of ``target`` requires grad as the one of ``source`` it was copied from
+    (``names``: ``source``'s submodule names to ``target``'s), so a frozen weight stays frozen."""
+    wanted = dict(target.named_parameters())
+    for key, parameter in source.named_parameters():
+        part, _, leaf = key.rpartition(".")
+        wanted[f"{names[part]}.{leaf}"].requires_grad_(parameter.requires_grad)
+
+
+def swap_attention(model: nn.Module) -> nn.Module:
+    """Replace, in place, every attention layer of a transformers model by ``mha``'s.
+
+    Each module of a class [`from_hf`][mha.interop.from_hf] converts (``LlamaAttention``,
+    ``MistralAttention``, ``Qwen2Attention``, ``Qwen3Attention``, ``DeepseekV3Attention``)
+    becomes an [`HFAttention`][mha.hf.HFAttention] around ``from_hf(layer)``: the same weights
+    (which parameters require grad too), device, dtype and mode. The model then runs as before,
+    ``model(...)``, ``model.generate(...)`` (greedy, sampling, beam search, with left padding
+    and sliding windows) and training alike, with ``mha`` computing every attention; its logits
+    equal the original's up to rounding. [`HFAttention`][mha.hf.HFAttention] says how
+    transformers' masks, positions and cache are taken.
+    [`restore_attention`][mha.interop.restore_attention] puts transformers' modules back, with
+    the weights as they are then (to ``save_pretrained``).
+
+    Args:
+        model: a transformers model (a causal LM, or its base model) built from a config or
+            loaded with ``from_pretrained``.
+
+    Returns:
+        ``model`` itself.
+
+    Raises:
+        TypeError: ``model`` is not a ``torch.nn.Module``.
+        ValueError: ``model`` has no attention layer of those classes (the message names the
+            attention classes it has), or is swapped already.
+
+    Examples:
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> config = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        ...                      intermediate_size=64, num_hidden_layers=2, vocab_size=50)
+        >>> model = LlamaForCausalLM(config).eval()
+        >>> ids = torch.tensor([[1, 5, 9, 2]])
+        >>> before = model(ids).logits
+        >>> swapped = swap_attention(model)
+        >>> swapped is model, type(model.model.layers[0].self_attn).__name__
+        (True, 'HFAttention')
+        >>> bool((model(ids).logits - before).abs().max() < 1e-5)
+        True
+
+    中文:
+        把 transformers 模型的每个注意力层原地换成 ``mha`` 的。
+
+        凡是 [`from_hf`][mha.interop.from_hf] 能转换的类（``LlamaAttention``、``MistralAttention``、
+        ``Qwen2Attention``、``Qwen3Attention``、``DeepseekV3Attention``）的模块，都换成包着
+        ``from_hf(layer)`` 的 [`HFAttention`][mha.hf.HFAttention]：权重（连同哪些参数要求梯度）、
+        设备、dtype 和模式都不变。之后模型照常运行，``model(...)``、``model.generate(...)``（贪心、
+        采样、束搜索，左填充和滑动窗口都可以）和训练都一样，只是每个注意力都由 ``mha`` 计算；
+        logits 与原模型的只差舍入误差。transformers 的掩码、位置和缓存怎样传进来，见
+        [`HFAttention`][mha.hf.HFAttention]。
+        [`restore_attention`][mha.interop.restore_attention] 把 transformers 的模块换回去，权重取
+        换回时的值（好用 ``save_pretrained`` 保存）。
+
+        参数：
+            model: 一个 transformers 模型（因果语言模型，或者它的基础模型），由配置构建，或者用
+                ``from_pretrained`` 加载。
+
+        返回：
+            ``model`` 本身。
+
+        异常：
+            TypeError: ``model`` 不是 ``torch.nn.Module``。
+            ValueError: ``model`` 里没有这些类的注意力层（错误信息写出它有哪些注意力类），或者
+                已经替换过了。
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    modules = list(model.named_modules())
+    if any(isinstance(m, mha.hf.HFAttention) for _, m in modules):
+        raise ValueError(
+            f"this {type(model).__name__} is swapped already: its attention layers are "
+            "mha.hf.HFAttention (restore_attention(model) puts transformers' back)"
+        )
+    found = [(name, m) for name, m in modules if type(m).__name__ in HF_CLASSES]
+    if not found:
+        attentions = sorted(
+            {type(m).__name__ for _, m in modules if "Attention" in type(m).__name__}
+        )
+        raise ValueError(
+            f"{type(model).__name__} has no attention layer swap_attention converts "
+            f"({', '.join(HF_CLASSES)}); its attention classes: {attentions or 'none'}"
+        )
+    for name, layer in found:
+        attention = from_hf(layer)
+        _same_requires_grad(layer, attention, _hf_names(attention))
+        parent, _, child = name.rpartition(".")
+        model.get_submodule(parent).register_module(child, mha.hf.HFAttention(attention, layer))
+    return model
+
+
+def restore_attention(model: nn.Module) -> nn.Module:
+    """Put transformers' own attention modules back into a model ``swap_attention`` changed.
+
+    Each [`HFAttention`][mha.hf.HFAttention] becomes a new module of the class it replaced,
+    built from the same ``config`` and ``layer_idx``, on its device, in its dtype and mode, with
+    its weights as they are now ([`to_hf`][mha.interop.to_hf]), which parameters require grad
+    too. A model fine-tuned with ``mha`` inside then saves with ``save_pretrained`` and loads
+    with ``from_pretrained`` in plain transformers.
+
+    Args:
+        model: a model given to [`swap_attention`][mha.interop.swap_attention].
+
+    Returns:
+        ``model`` itself.
+
+    Raises:
+        TypeError: ``model`` is not a ``torch.nn.Module``.
+        ValueError: ``model`` has no swapped layer.
+
+    Examples:
+        >>> from transformers import LlamaConfig, LlamaForCausalLM
+        >>> config = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        ...                      intermediate_size=64, num_hidden_layers=2, vocab_size=50)
+        >>> model = swap_attention(LlamaForCausalLM(config))
+        >>> attention = restore_attention(model).model.layers[1].self_attn
+        >>> type(attention).__name__, attention.layer_idx
+        ('LlamaAttention', 1)
+
+    中文:
+        把 transformers 自己的注意力模块放回被 ``swap_attention`` 改过的模型。
+
+        每个 [`HFAttention`][mha.hf.HFAttention] 换成它所替换的那个类的新模块：由同一个
+        ``config`` 和 ``layer_idx`` 构建，设备、dtype 和模式与它相同，权重取它此刻的值
+        （[`to_hf`][mha.interop.to_hf]），哪些参数要求梯度也相同。在 ``mha`` 里微调过的模型于是
+        可以用 ``save_pretrained`` 保存，再在普通的 transformers 里用 ``from_pretrained`` 加载。
+
+        参数：
+            model: 交给过 [`swap_attention`][mha.interop.swap_attention] 的模型。
+
+        返回：
+            ``model`` 本身。
+
+        异常：
+            TypeError: ``model`` 不是 ``torch.nn.Module``。
+            ValueError: ``model`` 里没有被替换的层。
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    swapped = [(n, m) for n, m in model.named_modules() if isinstance(m, mha.hf.HFAttention)]
+    if not swapped:
+        raise ValueError(
+            f"this {type(model).__name__} has no swapped attention layer (mha.hf.HFAttention): "
+            "call swap_attention(model) first"
+        )
+    for name, layer in swapped:
+        attention = layer.attention
+        weight = next(attention.parameters())
+        with torch.device(weight.device):
+            original = layer.hf_class(layer.config, layer.layer_idx)
+        original = to_hf(attention, original.to(dtype=weight.dtype))
+        _same_requires_grad(attention, original, _hf_names(attention, back=True))
+        parent, _, child = name.rpartition(".")
+        model.get_submodule(parent).register_module(child, original.train(layer.training))
+    return model
