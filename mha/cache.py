@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_length, _check_range, _check_vector
+from mha.checks import _check_flag, _check_length, _check_range, _check_vector
 
 __all__ = ["KVCache", "ModelCache"]
 
@@ -61,17 +61,31 @@ class KVCache:
         rollback: under a sliding window (``MHA(window=...)``), how many positions the cache
             keeps beyond the ``window - 1`` the next call needs, so that ``crop`` can take back
             that many (speculative decoding rejects a draft's last tokens); 0 by default.
+        static: ``False`` (the default): each call attends over the positions held, so the key
+            length grows by one a step. ``True`` (needs ``max_len``): a static cache. Each call
+            writes its keys and values at their positions in the ``max_len`` buffer and attends
+            over the whole buffer, with a mask of the positions held (and of the causal order and
+            window): every decoding step has the same shapes, and the number of positions held is
+            a tensor on the buffer's device, never a Python number, so one compiled step
+            (``torch.compile(fullgraph=True, dynamic=False)``) serves every step and CUDA graphs
+            can capture it. It never drops positions (a sliding window masks them instead) and
+            holds self-attention only. ``torch.save`` writes the positions held, not ``max_len``.
 
     Attributes:
         keys: ``[batch_size, kv_heads, len, head_size]`` (``len`` is ``len(cache)``), a view of
-            the first ``len`` positions of the buffer; ``None`` before the first append.
-        values: ``[batch_size, kv_heads, len, head_size]``; ``None`` before the first append.
+            the positions held in the buffer; ``None`` before the first append. A static
+            cache's: its whole buffer, ``[batch_size, kv_heads, max_len, head_size]``, what the
+            attention reads (the first ``len`` positions are those held).
+        values: the same shape as ``keys``; ``None`` before the first append.
         max_len: as given.
         rollback: as given.
+        static: as given.
 
     Raises:
-        TypeError: ``max_len`` is not an ``int`` or ``None``, or ``rollback`` not an ``int``.
-        ValueError: ``max_len`` is not positive, or ``rollback`` is negative.
+        TypeError: ``max_len`` is not an ``int`` or ``None``, ``rollback`` not an ``int``, or
+            ``static`` not a ``bool``.
+        ValueError: ``max_len`` is not positive, ``rollback`` is negative, or ``static=True``
+            without ``max_len`` or with ``rollback``.
 
     Examples:
         >>> cache = KVCache()
@@ -113,27 +127,58 @@ class KVCache:
             rollback: 有滑动窗口（``MHA(window=...)``）时，除了下一次调用要用的 ``window - 1`` 个
                 位置，缓存再多留多少个，好让 ``crop`` 能退回这么多个位置（投机解码会丢掉草稿最后
                 几个位置）；默认为 0。
+            static: 默认 ``False``：每次调用对缓存里留着的位置做注意力，键的长度每步加一。
+                ``True``（必须给 ``max_len``）：静态缓存。每次调用把键和值写进 ``max_len`` 长的
+                缓冲区里各自的位置，再对整个缓冲区做注意力，用掩码挡住没写过的位置（以及因果顺序
+                和窗口之外的位置）：每一步解码的形状都一样，已存的位置数是缓冲区所在设备上的张量，
+                从不是 Python 数，所以编译一次的解码步骤（``torch.compile(fullgraph=True,
+                dynamic=False)``）服务每一步，CUDA graphs 也能捕获它。它从不丢弃位置（滑动窗口
+                改用掩码挡住），只存自注意力的键和值。``torch.save`` 只写已存的位置，不写满
+                ``max_len``。
 
         属性：
-            keys: ``[batch_size, kv_heads, len, head_size]``（``len`` 即 ``len(cache)``），缓冲区前
-                ``len`` 个位置的视图；第一次追加之前是 ``None``。
-            values: ``[batch_size, kv_heads, len, head_size]``；第一次追加之前是 ``None``。
+            keys: ``[batch_size, kv_heads, len, head_size]``（``len`` 即 ``len(cache)``），缓冲区里
+                留着的那些位置的视图；第一次追加之前是 ``None``。静态缓存的 ``keys`` 是整个缓冲区
+                ``[batch_size, kv_heads, max_len, head_size]``，也就是注意力读取的全部（前 ``len``
+                个位置是存着的）。
+            values: 形状与 ``keys`` 相同；第一次追加之前是 ``None``。
             max_len: 创建时给的值。
             rollback: 创建时给的值。
+            static: 创建时给的值。
 
         异常：
-            TypeError: ``max_len`` 既不是 ``int`` 也不是 ``None``，或者 ``rollback`` 不是 ``int``。
-            ValueError: ``max_len`` 不是正数，或者 ``rollback`` 是负数。
+            TypeError: ``max_len`` 既不是 ``int`` 也不是 ``None``，``rollback`` 不是 ``int``，
+                或者 ``static`` 不是 ``bool``。
+            ValueError: ``max_len`` 不是正数，``rollback`` 是负数，或者 ``static=True`` 却没给
+                ``max_len``、或同时给了 ``rollback``。
     """
 
-    rollback = 0  # the default, for a cache saved before there was one
+    rollback = 0  # the defaults, for a cache saved before there was one
+    static = False
 
-    def __init__(self, max_len: int | None = None, *, rollback: int = 0) -> None:
+    def __init__(
+        self, max_len: int | None = None, *, rollback: int = 0, static: bool = False
+    ) -> None:
         if max_len is not None:
             _check_length("max_len", max_len, positive=True)
         _check_length("rollback", rollback)
+        _check_flag("static", static)
+        if static and max_len is None:
+            raise ValueError(
+                "static=True needs max_len: a static cache attends over a buffer of max_len "
+                "positions at every step, got max_len=None"
+            )
+        if static and rollback:
+            raise ValueError(
+                f"a static cache never drops a position, so there is nothing to roll back: "
+                f"rollback must be 0 with static=True, got {rollback}"
+            )
         self.max_len = max_len
         self.rollback = rollback
+        self.static = static
+        # A static cache counts the positions it holds in a tensor (on the buffers' device from
+        # the first append on), so that a compiled step reads no Python number that changes
+        self._length = torch.zeros((), dtype=torch.long) if static else None
         self._keys: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
         self._values: Tensor | None = None  # [batch_size, kv_heads, capacity, head_size]
         self._len = 0  # positions appended, held or not
@@ -145,11 +190,12 @@ class KVCache:
         self._source: str | None = None  # what MHA.forward filled it from: "x" or "context"
 
     def __len__(self) -> int:
-        return self._len
+        return int(self._length) if self.static else self._len
 
     def __repr__(self) -> str:
-        head = f"len={self._len}" + ("" if self.max_len is None else f", max_len={self.max_len}")
+        head = f"len={len(self)}" + ("" if self.max_len is None else f", max_len={self.max_len}")
         head += f", rollback={self.rollback}" if self.rollback else ""
+        head += ", static=True" if self.static else ""
         if self._kept is not None:
             head += f", held={self._len - self._dropped} (window keeps {self._kept})"
         if self._keys is None:
@@ -166,18 +212,30 @@ class KVCache:
         # buffer's free room (a max_len cache allocates it again at its next append).
         state = {**self.__dict__, "_owner": None, "_offset": 0}
         if self._keys is not None:
-            state["_keys"], state["_values"] = self.keys.clone(), self.values.clone()
+            held = self._held()
+            state["_keys"] = self._keys[:, :, held].clone()
+            state["_values"] = self._values[:, :, held].clone()
+        if self.static:
+            state["_length"] = self._length.clone()
         return state
+
+    def _held(self) -> slice:
+        """Where the positions held lie in the buffer."""
+        if self.static:
+            return slice(0, len(self))
+        return slice(self._offset, self._offset + self._len - self._dropped)
 
     @property
     def keys(self) -> Tensor | None:
-        held = slice(self._offset, self._offset + self._len - self._dropped)
-        return None if self._keys is None else self._keys[:, :, held]
+        if self._keys is None or self.static:  # a static cache's keys are its whole buffer
+            return self._keys
+        return self._keys[:, :, self._held()]
 
     @property
     def values(self) -> Tensor | None:
-        held = slice(self._offset, self._offset + self._len - self._dropped)
-        return None if self._values is None else self._values[:, :, held]
+        if self._values is None or self.static:
+            return self._values
+        return self._values[:, :, self._held()]
 
     def append(self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None) -> None:
         """Append new keys and values, each ``[batch_size, kv_heads, new_len, head_size]``.
@@ -210,6 +268,11 @@ class KVCache:
                     ``head_size``、设备与缓存里的不同；或者追加之后缓存会超过 ``max_len`` 个位置。
                 TypeError: ``values`` 的 dtype 与 ``keys`` 不同，或者 dtype 与缓存里的不同。
         """
+        if self.static:
+            raise ValueError(
+                "this cache is static: MHA.forward writes it by position (append_static); "
+                "append is for a dynamic cache"
+            )
         self._check(keys, values)
         held = self._len - self._dropped
         if self.max_len is not None and held + keys.size(2) > self.max_len:
@@ -217,14 +280,6 @@ class KVCache:
                 f"cache holds at most max_len ({self.max_len}) positions; it holds {held} and "
                 f"this call adds {keys.size(2)}: crop or reset it, or create it with a larger max_len"
             )
-        if self._offset and self._offset + held + keys.size(2) > self._keys.size(2):
-            # 滑动窗口丢掉了缓冲区开头的位置：把留下的移到开头，腾出后面的空间
-            # A sliding window dropped the buffer's first positions: move those held to the
-            # front, freeing the end
-            with _ordinary_tensors():
-                self._keys = self._keys[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
-                self._values = self._values[:, :, self._offset :].clone()  # [batch_size, kv_heads, capacity - offset, head_size]
-            self._offset = 0
         new_len = keys.size(2)
         start, end = self._offset + held, self._offset + held + new_len
         if self._recorded(keys, values, queries):
@@ -238,19 +293,113 @@ class KVCache:
             self._offset = 0
         else:
             if self._keys is None or end > self._keys.size(2) or self._frozen():
-                # 缓冲区放不下（或是推理模式之外改不了的推理张量）：换一个两倍长的（或 max_len 长的），
-                # 把已有的键和值复制过去
+                # 缓冲区放不下（或是推理模式之外改不了的推理张量）：换一个新的（两倍长，或 max_len 长），
+                # 只把留着的位置复制过去，放在开头（滑动窗口丢掉的开头位置一并腾出来）
                 # The buffer is full (or an inference tensor, which cannot change outside
-                # inference mode): take one twice as long (or max_len long) and copy what it held
-                capacity = max(end, 2 * start) if self.max_len is None else self.max_len
+                # inference mode): take a new one (twice as long, or max_len long) and copy only
+                # the positions held, to its front (freeing what a sliding window dropped)
+                capacity = max(held + new_len, 2 * held) if self.max_len is None else self.max_len
                 with _ordinary_tensors():
-                    self._keys = _grown(self._keys, keys, start, capacity)  # [batch_size, kv_heads, capacity, head_size]
-                    self._values = _grown(self._values, values, start, capacity)  # [batch_size, kv_heads, capacity, head_size]
+                    self._keys = _grown(self._keys, keys, self._offset, held, capacity)  # [batch_size, kv_heads, capacity, head_size]
+                    self._values = _grown(self._values, values, self._offset, held, capacity)  # [batch_size, kv_heads, capacity, head_size]
+                self._offset = 0
+                start, end = held, held + new_len
             # 只写入新的位置：之前取出的 keys、values 视图不受影响
             # Write the new positions only: views of keys and values taken earlier stay unchanged
             self._keys[:, :, start:end] = keys
             self._values[:, :, start:end] = values
         self._len += new_len
+
+    def next_positions(self, new: int, device: torch.device) -> Tensor:
+        """The positions of a call's ``new`` rows, ``len(cache) .. len(cache) + new - 1``, as a
+        tensor on ``device``: for a static cache computed from its length tensor, so that a
+        compiled step reads no Python number.
+
+        Args:
+            new: how many positions the call brings.
+            device: where the positions go (the input's device).
+
+        Returns:
+            An integer tensor ``[new]``.
+
+        中文:
+            一次调用的 ``new`` 行所在的位置，即 ``len(cache)`` 到 ``len(cache) + new - 1``，放在
+            ``device`` 上的张量里：静态缓存从它的长度张量算出，编译过的步骤因此不读任何 Python 数。
+
+            参数：
+                new: 这次调用带来的位置数。
+                device: 位置放在哪个设备上（输入所在的设备）。
+
+            返回：
+                形状为 ``[new]`` 的整数张量。
+        """
+        start = self._length.to(device) if self.static else len(self)
+        return start + torch.arange(new, device=device)
+
+    def append_static(
+        self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None
+    ) -> None:
+        """Write new keys and values at their positions in a static cache's buffer: at
+        ``next_positions`` (before the call). The attention then reads the whole buffer
+        (``keys``, ``values``) and masks out what it must not see (``mha.masks.held_mask``).
+
+        Args:
+            keys: the new keys, ``[batch_size, kv_heads, new_len, head_size]``.
+            values: the new values, same shape, dtype and device as ``keys``.
+            queries: as for ``append``: when gradients are recorded and they require grad, the
+                buffer is written out of place (a new tensor), not in place.
+
+        Raises:
+            ValueError: the cache is not static, or (checked outside ``torch.compile``, where
+                reading the length does not wait for the device) would hold more than ``max_len``
+                positions; or as for ``append``.
+            TypeError: as for ``append``.
+
+        中文:
+            把新的键和值写进静态缓存缓冲区里它们各自的位置，也就是（调用之前的）``next_positions``。
+            之后注意力读取整个缓冲区（``keys``、``values``），用掩码挡住不该看到的部分
+            （``mha.masks.held_mask``）。
+
+            参数：
+                keys: 新的键，``[batch_size, kv_heads, new_len, head_size]``。
+                values: 新的值，形状、dtype 和设备都与 ``keys`` 相同。
+                queries: 与 ``append`` 相同：记录梯度且它们要求梯度时，缓冲区不原地写入，而是写成
+                    新张量。
+
+            异常：
+                ValueError: 缓存不是静态的，或者（在 ``torch.compile`` 之外检查：那里读长度不必等
+                    设备）写入之后会超过 ``max_len`` 个位置；其余与 ``append`` 相同。
+                TypeError: 与 ``append`` 相同。
+        """
+        if not self.static:
+            raise ValueError("append_static writes a static cache (KVCache(static=True)); use append")
+        self._check(keys, values)
+        new = keys.size(2)
+        if not torch.compiler.is_compiling() and len(self) + new > self.max_len:
+            raise ValueError(
+                f"cache holds at most max_len ({self.max_len}) positions; it holds {len(self)} "
+                f"and this call adds {new}: crop or reset it, or create it with a larger max_len"
+            )
+        if self._keys is None or self._keys.size(2) < self.max_len or self._frozen():
+            # 第一次写入（或刚从只存了已有位置的文件读回）：分配 max_len 长的缓冲区，只此一次
+            # The first write (or just loaded from a save of the positions held): allocate the
+            # max_len buffer, once
+            held = 0 if self._keys is None else self._keys.size(2)
+            with _ordinary_tensors():
+                self._keys = _grown(self._keys, keys, 0, held, self.max_len, zeros=True)  # [batch_size, kv_heads, max_len, head_size]
+                self._values = _grown(self._values, values, 0, held, self.max_len, zeros=True)  # [batch_size, kv_heads, max_len, head_size]
+                self._length = self._length.to(keys.device)  # []
+        at = self._length + torch.arange(new, device=keys.device)  # [new_len]
+        if self._recorded(keys, values, queries):
+            # 自动求导看得到缓存：写成新张量，反向传播要用的旧缓冲区保持不变
+            # Autograd can see the cache: write into new tensors, leaving the old buffers (which
+            # the backward pass may need) unchanged
+            self._keys = self._keys.index_copy(2, at, keys)  # [batch_size, kv_heads, max_len, head_size]
+            self._values = self._values.index_copy(2, at, values)  # [batch_size, kv_heads, max_len, head_size]
+        else:
+            self._keys.index_copy_(2, at, keys)
+            self._values.index_copy_(2, at, values)
+        self._length.add_(new)
 
     def keep_last(self, n: int) -> None:
         """Hold only the ``n`` latest positions, and ``rollback`` more: a sliding-window
@@ -377,8 +526,11 @@ class KVCache:
                 ValueError: ``n`` 是负数，或者大于 ``len(cache)``。
         """
         _check_length("n", n)
-        if n > self._len:
-            raise ValueError(f"n must be at most len(cache) ({self._len}), got {n}")
+        if n > len(self):
+            raise ValueError(f"n must be at most len(cache) ({len(self)}), got {n}")
+        if self.static:  # the positions beyond n stay in the buffer, masked out, overwritten later
+            self._length.fill_(n)
+            return
         if self._dropped and n - self._dropped < self._kept:
             raise ValueError(
                 f"this cache holds only positions {self._dropped} .. {self._len - 1} (a sliding "
@@ -449,6 +601,7 @@ class KVCache:
         self._len = self._dropped = self._offset = 0
         self._kept = None
         self._owner = self._source = None
+        self._length = torch.zeros((), dtype=torch.long) if self.static else None
 
     def to(self, *args: object, **kwargs: object) -> KVCache:
         """Move (or cast) the held keys and values, in place.
@@ -473,6 +626,8 @@ class KVCache:
         if self._keys is not None:
             self._keys = self._keys.to(*args, **kwargs)
             self._values = self._values.to(*args, **kwargs)
+            if self.static:  # the length moves with the buffers (a dtype leaves it an integer)
+                self._length = self._length.to(self._keys.device)
         return self
 
     def claim(self, module: nn.Module, source: str) -> None:
@@ -511,6 +666,11 @@ class KVCache:
             raise ValueError(
                 "this KVCache belongs to another module: each attention layer needs a cache of its "
                 "own (a ModelCache holds one per layer); reset() it to use it elsewhere"
+            )
+        if self.static and source == "context":
+            raise ValueError(
+                "a static cache holds self-attention's keys and values; cross-attention's cache "
+                "(context=) never grows, so it needs none: use KVCache()"
             )
         if self._len and self._source is not None and self._source != source:
             said = {"x": "self-attention (no context)", "context": "cross-attention (context=)"}
@@ -582,12 +742,17 @@ def _ordinary_tensors() -> contextlib.AbstractContextManager:
     return torch.inference_mode(False)
 
 
-def _grown(buffer: Tensor | None, new: Tensor, held: int, capacity: int) -> Tensor:
-    """A buffer like ``new`` with ``capacity`` positions that starts with ``buffer``'s first
-    ``held``."""
-    grown = new.new_empty(new.size(0), new.size(1), capacity, new.size(3))
+def _grown(
+    buffer: Tensor | None, new: Tensor, start: int, held: int, capacity: int, *, zeros: bool = False
+) -> Tensor:
+    """A buffer like ``new`` with ``capacity`` positions that starts with the ``held`` positions
+    of ``buffer`` from ``start`` on; the rest uninitialised, or zeros with ``zeros`` (a static
+    cache attends over its free slots too, masked: a weight of 0 times a NaN left in memory
+    would be NaN)."""
+    empty = new.new_zeros if zeros else new.new_empty
+    grown = empty(new.size(0), new.size(1), capacity, new.size(3))
     if held:
-        grown[:, :, :held] = buffer[:, :, :held]
+        grown[:, :, :held] = buffer[:, :, start : start + held]
     return grown
 
 
@@ -601,6 +766,8 @@ class ModelCache:
         num_layers: how many caches (attention layers).
         max_len: each cache's ``max_len`` (``None``: buffers that grow as needed).
         rollback: each cache's ``rollback`` (positions kept beyond a sliding window).
+        static: each cache's ``static`` (a static cache: attends over the whole ``max_len``
+            buffer with a mask, so every decoding step has the same shapes).
 
     Attributes:
         layers: the caches, a tuple of ``num_layers`` [`KVCache`][mha.cache.KVCache].
@@ -629,6 +796,8 @@ class ModelCache:
             num_layers: 缓存的个数（注意力层数）。
             max_len: 每个缓存的 ``max_len``（``None``：缓冲区按需增长）。
             rollback: 每个缓存的 ``rollback``（滑动窗口之外多留的位置数）。
+            static: 每个缓存的 ``static``（静态缓存：用掩码对整个 ``max_len`` 长的缓冲区做注意力，
+                每一步解码的形状都一样）。
 
         属性：
             layers: 这些缓存，由 ``num_layers`` 个 [`KVCache`][mha.cache.KVCache] 组成的元组。
@@ -639,11 +808,19 @@ class ModelCache:
     """
 
     def __init__(
-        self, num_layers: int, *, max_len: int | None = None, rollback: int = 0
+        self,
+        num_layers: int,
+        *,
+        max_len: int | None = None,
+        rollback: int = 0,
+        static: bool = False,
     ) -> None:
         _check_length("num_layers", num_layers, positive=True)
-        self.layers = tuple(KVCache(max_len, rollback=rollback) for _ in range(num_layers))
+        self.layers = tuple(
+            KVCache(max_len, rollback=rollback, static=static) for _ in range(num_layers)
+        )
         self.max_len = max_len
+        self.static = static
 
     def __len__(self) -> int:
         # The positions the caches hold: every layer holds as many between two forwards.
@@ -651,6 +828,7 @@ class ModelCache:
 
     def __repr__(self) -> str:
         extra = "" if self.max_len is None else f", max_len={self.max_len}"
+        extra += ", static=True" if getattr(self, "static", False) else ""
         return f"ModelCache(num_layers={len(self.layers)}, len={len(self)}{extra})"
 
     def crop(self, n: int) -> None:

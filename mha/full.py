@@ -55,7 +55,7 @@ from mha.checks import (
     check_input,
     check_sizes,
 )
-from mha.masks import and_causal, causal_mask, float_mask_as, padding_mask
+from mha.masks import and_causal, causal_mask, float_mask_as, held_mask, padding_mask
 from mha.norm import RMSNorm
 from mha.rope import RotaryEmbedding
 
@@ -69,6 +69,7 @@ torch.serialization.add_safe_globals(
 
 
 PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")
+_BIAS_SAID = {(): False, PROJECTIONS: True}  # how print shows MHA.bias, a tuple of names
 
 
 def _biased(bias: object) -> set[str]:
@@ -429,21 +430,31 @@ class MHA(nn.Module):
         return cls(**{f.name: getattr(options, f.name) for f in fields(options)})
 
     def extra_repr(self) -> str:
-        """What ``print`` shows between the parentheses: the options that are not the default.
+        """What ``print`` shows between the parentheses: the heads' layout, then the options
+        that are not the default.
 
         Returns:
-            ``hidden_size, heads_num`` and each changed option as ``name=value``.
+            ``hidden_size, heads_num``, ``kv_heads=`` and ``head_size=`` (always: the shapes of
+                ``W_k`` and ``W_v`` depend on them), then each other changed option as
+                ``name=value`` (``rope`` is a submodule, printed on a line of its own).
 
         中文:
-            ``print`` 在括号里显示的内容：不是默认值的那些选项。
+            ``print`` 在括号里显示的内容：先是各头的布局，再是不等于默认值的那些选项。
 
             返回：
-                ``hidden_size, heads_num``，以及每个改过的选项，写成 ``name=value``。
+                ``hidden_size, heads_num``、``kv_heads=`` 和 ``head_size=``（总是显示：``W_k``、
+                    ``W_v`` 的形状取决于它们），然后是其余每个改过的选项，写成 ``name=value``
+                    （``rope`` 是子模块，单独占一行）。
         """
-        # The rope is a submodule: print shows it on a line of its own
         return ", ".join(
             [f"{self.hidden_size}, {self.heads_num}"]
-            + [f"{n}={getattr(self, n)!r}" for n in self.options.changed() if n != "rope"]
+            + [f"kv_heads={self.kv_heads}, head_size={self.head_size}"]
+            + [
+                # bias as given: all, none, or the names of the projections that have one
+                f"{n}={_BIAS_SAID.get(self.bias, self.bias) if n == 'bias' else getattr(self, n)!r}"
+                for n in self.options.changed()
+                if n not in ("kv_heads", "head_size", "rope")
+            ]
         )
 
     # --8<-- [start:forward]
@@ -558,8 +569,12 @@ class MHA(nn.Module):
         _check_flag("need_weights", need_weights)
         self._check_options(context, is_causal, positions, x)
         reuse = self._check_cache(cache, context, x)  # the cache holds the context's keys and values
-        held = 0 if cache is None else len(cache)
-        if attn_mask is not None:
+        static = cache is not None and cache.static  # attends over its whole buffer, masked
+        held = 0 if cache is None or static else len(cache)
+        if attn_mask is not None and static:
+            # A static cache's keys are its max_len slots, so the mask covers them all
+            _check_mask(attn_mask, (x.size(0), self.heads_num, x.size(1), cache.max_len), x.device)
+        elif attn_mask is not None:
             # Checked before anything changes, so a bad mask leaves the cache as it was. Under a
             # sliding window it may also cover only the keys the cache holds (transformers' form).
             k_len = source.size(1) + (0 if cache is None or context is not None else held)
@@ -591,7 +606,9 @@ class MHA(nn.Module):
             # 旋转位置编码：查询和新的键按各自的位置旋转，键在存进缓存之前就转好
             # Rotary embeddings: the queries and the new keys turn by their positions, the keys
             # before they enter the cache
-            if positions is None:
+            if positions is None and static:
+                positions = cache.next_positions(x.size(1), x.device)  # [q_len], from a tensor
+            elif positions is None:
                 positions = torch.arange(held, held + x.size(1), device=x.device)  # [q_len]
             turns = self.rope(positions)  # cos and sin of the angles, each [..., q_len, rotary_dims]
             q = self.rope.rotate(q, *turns)  # [batch_size, heads_num, q_len, head_size]
@@ -605,7 +622,20 @@ class MHA(nn.Module):
             # then attend over all of them. Under autocast an RMSNorm returns float32 (the keys
             # after k_norm) while the values are in the lower precision: the cached keys take the
             # values' dtype, the very cast the attention kernel makes under autocast anyway
-            if context is None and self.window is not None and cache.overflows(k.size(2)):
+            if static:
+                # 静态缓存：写进各自位置的格子，对整个缓冲区做注意力（k_len 就是 max_len），掩码挡住
+                # 没写过的格子（以及因果顺序、窗口之外的格子）；形状每一步都一样
+                # A static cache: write each position into its slot and attend over the whole
+                # buffer (k_len is max_len), the slots not written (and those outside the causal
+                # order and the window) masked out; the shapes are the same at every step
+                at = cache.next_positions(x.size(1), x.device)  # [q_len]
+                cache.append_static(k.to(v.dtype), v, queries=q)
+                k = cache.keys  # [batch_size, kv_heads, k_len, head_size]
+                v = cache.values  # [batch_size, kv_heads, k_len, head_size]
+                seen = held_mask(at, cache.max_len, is_causal=is_causal, window=self.window)  # [q_len, k_len]
+                attn_mask = and_causal(attn_mask, seen)  # [..., q_len, k_len]
+                is_causal = False  # the mask holds the causal order and the window
+            elif context is None and self.window is not None and cache.overflows(k.size(2)):
                 # 滑动窗口的一次调用可以比 max_len 长（一段长提示）：缓存只写入之后要留下的位置，
                 # 注意力用缓存原有的键、值接上这次新算的
                 # A sliding window's call may bring more than max_len positions (a long prompt):
@@ -645,9 +675,9 @@ class MHA(nn.Module):
             # Attention did not finish (out of memory, say): the cache goes back to its length
             # before this call
             if cache is not None:
-                cache.crop(held)
+                cache.crop(len(cache) - x.size(1) if static else held)
             raise
-        if cache is not None and self.window is not None:
+        if cache is not None and self.window is not None and not static:
             # 滑动窗口：下一次调用的查询看不到更早的位置，缓存只留最近的 window - 1 个
             # Sliding window: the next call's queries see nothing older, so the cache keeps the
             # window - 1 latest positions

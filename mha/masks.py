@@ -180,3 +180,57 @@ def float_mask_as(mask: Tensor, dtype: torch.dtype) -> Tensor:
         return mask
     info = torch.finfo(dtype)
     return torch.where(mask.isinf(), mask, mask.clamp(info.min, info.max)).to(dtype)
+
+
+def held_mask(
+    at: Tensor, capacity: int, *, is_causal: bool, window: int | None = None
+) -> Tensor:
+    """Which slots of a static cache's buffer each new query may attend: a static
+    [`KVCache`][mha.cache.KVCache] holds position ``p`` in slot ``p``, and a call writes its
+    queries' positions ``at``.
+
+    A query sees every slot written so far (``0 .. at[-1]``); with ``is_causal`` only the slots
+    up to its own position, and with ``window`` only the ``window`` latest of those. Built from
+    tensors only, so a compiled step that calls it has the same graph at every position.
+
+    Args:
+        at: the positions of this call's queries, an integer tensor ``[q_len]``, consecutive.
+        capacity: the buffer's length (``max_len``).
+        is_causal: whether a query sees only the slots up to its own position.
+        window: ``None``, or how many positions a query sees at most (needs ``is_causal``).
+
+    Returns:
+        A boolean tensor ``[q_len, capacity]``, on ``at``'s device.
+
+    Examples:
+        >>> held_mask(torch.tensor([2, 3]), 5, is_causal=True)
+        tensor([[ True,  True,  True, False, False],
+                [ True,  True,  True,  True, False]])
+        >>> held_mask(torch.tensor([3]), 5, is_causal=True, window=2)
+        tensor([[False, False,  True,  True, False]])
+
+    中文:
+        静态缓存的缓冲区里，每个新查询能关注哪些格子：静态 [`KVCache`][mha.cache.KVCache] 把位置
+        ``p`` 存在格子 ``p``，一次调用写入它各个查询的位置 ``at``。
+
+        查询能看到至今写过的每个格子（0–``at[-1]``）；``is_causal`` 时只看到它自己位置为止的格子，
+        给了 ``window`` 时只看到其中最近的 ``window`` 个。只用张量构造，所以调用它的编译步骤在每个
+        位置上都是同一张图。
+
+        参数：
+            at: 这次调用各查询的位置，形状为 ``[q_len]`` 的整数张量，位置连续。
+            capacity: 缓冲区的长度（``max_len``）。
+            is_causal: 查询是否只看到它自己位置为止的格子。
+            window: ``None``，或者一个查询最多看到的位置数（需要 ``is_causal``）。
+
+        返回：
+            形状为 ``[q_len, capacity]`` 的布尔张量，与 ``at`` 在同一设备上。
+    """
+    slots = torch.arange(capacity, device=at.device)  # [capacity]
+    # 因果：查询只看到自己位置为止；否则看到这次调用写完之后的全部
+    # Causal: a query sees up to its own position; otherwise all that is written after this call
+    last = at.unsqueeze(-1) if is_causal else at[-1:].unsqueeze(-1)  # [q_len, 1] or [1, 1]
+    seen = slots <= last  # [q_len, capacity] or [1, capacity]
+    if window is not None:
+        seen = seen & (slots > at.unsqueeze(-1) - window)  # [q_len, capacity]
+    return seen.expand(at.size(0), capacity)

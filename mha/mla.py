@@ -55,6 +55,7 @@ class LatentCache(KVCache):
         max_len: as for [`KVCache`][mha.cache.KVCache].
         rollback: as for [`KVCache`][mha.cache.KVCache] (``MLA`` has no sliding window: it keeps
             nothing more).
+        static: ``False``: ``MLA`` refuses a static latent cache (``max_len`` preallocates).
 
     Attributes:
         latent: ``[batch_size, len, kv_lora_rank]``, or ``None`` before the first call.
@@ -77,6 +78,7 @@ class LatentCache(KVCache):
         参数：
             max_len: 与 [`KVCache`][mha.cache.KVCache] 相同。
             rollback: 与 [`KVCache`][mha.cache.KVCache] 相同（``MLA`` 没有滑动窗口，不会多留位置）。
+            static: ``False``：``MLA`` 不接受静态的潜在缓存（要预先分配，用 ``max_len``）。
 
         属性：
             latent: ``[batch_size, len, kv_lora_rank]``，第一次调用之前是 ``None``。
@@ -263,6 +265,27 @@ class MLA(nn.Module):
         )
         self.W_o = nn.Linear(heads_num * v_head_dim, hidden_size, bias=bias)
 
+    def extra_repr(self) -> str:
+        """What ``print`` shows between the parentheses: the sizes of the heads and the ranks.
+
+        Returns:
+            ``hidden_size, heads_num`` and the ranks and head dims as ``name=value``, then the
+                scale (``rope`` is a submodule, printed on a line of its own).
+
+        中文:
+            ``print`` 在括号里显示的内容：各头的大小和各个秩。
+
+            返回：
+                ``hidden_size, heads_num``，各个秩和各部分的维度，写成 ``name=value``，然后是缩放
+                    系数（``rope`` 是子模块，单独占一行）。
+        """
+        return (
+            f"{self.hidden_size}, {self.heads_num}, q_lora_rank={self.q_lora_rank}, "
+            f"kv_lora_rank={self.kv_lora_rank}, qk_nope_head_dim={self.nope_dims}, "
+            f"qk_rope_head_dim={self.rope_dims}, v_head_dim={self.v_dims}, "
+            f"scale={round(self.scale, 6)}"
+        )
+
     def forward(
         self,
         x: Tensor,
@@ -320,6 +343,11 @@ class MLA(nn.Module):
         _check_flag("absorb", absorb)
         if cache is not None and not isinstance(cache, LatentCache):
             raise TypeError(f"cache must be a mha.mla.LatentCache, got {type(cache).__name__}")
+        if cache is not None and cache.static:
+            raise ValueError(
+                "MLA's LatentCache has no static mode: create it without static=True "
+                "(max_len= preallocates its buffers)"
+            )
         if cache is not None:
             cache.claim(self, "x")  # one cache per layer, as for KVCache
         if positions is not None:

@@ -130,7 +130,8 @@ def dims_of(shape: tuple[int, ...], sizes: dict[str, int]) -> tuple[str, ...] | 
 
 def shape_comments(source: str) -> dict[int, tuple[str, ...]]:
     """Line number -> dimensions, for every shape comment in ``source``: a comment that starts
-    with ``[`` (``# [batch_size, seq_len, hidden_size]``), its dimensions separated by commas.
+    with ``[`` (``# [batch_size, seq_len, hidden_size]``), its dimensions separated by commas
+    (``# []``: a 0-d tensor, no dimensions).
 
     Read with ``tokenize``, so a ``# [`` inside a string is not a comment.
     """
@@ -140,7 +141,10 @@ def shape_comments(source: str) -> dict[int, tuple[str, ...]]:
         text = token.string[1:].lstrip()
         if token.type == tokenize.COMMENT and text.startswith("[") and "]" in text:
             inside = text[1 : text.index("]")]
-            found[token.start[0]] = tuple(d.strip() for d in inside.split(","))
+            # "[]" is a 0-d tensor (a count kept on the device): no dimensions
+            found[token.start[0]] = (
+                tuple(d.strip() for d in inside.split(",")) if inside.strip() else ()
+            )
     return found
 
 

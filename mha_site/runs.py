@@ -57,6 +57,7 @@ class Run:
     bias: bool | tuple[str, ...] = True
     norm_eps: float = 1e-6
     max_len: int | None = None  # the cache's max_len
+    static: bool = False  # a static cache (max_len slots, all attended, masked): k_len is max_len
 
     class_name: ClassVar[str] = "MHA"
 
@@ -85,7 +86,9 @@ class Run:
     @property
     def held(self) -> int:
         """The cached positions the call attends over (a window keeps ``window - 1``)."""
-        return self.cached if self.window is None else min(self.cached, self.window - 1)
+        if self.window is None or self.static:  # a static cache drops nothing
+            return self.cached
+        return min(self.cached, self.window - 1)
 
     def dims(self) -> dict[str, int]:
         src_len = self.q_len if self.src_len is None else self.src_len
@@ -96,7 +99,7 @@ class Run:
             "batch_size": self.batch_size,
             "q_len": self.q_len,
             "src_len": src_len,
-            "k_len": src_len + self.held,
+            "k_len": self.max_len if self.static else src_len + self.held,
             "heads_num": self.heads_num,
             "kv_heads": self.heads_num if self.kv_heads is None else self.kv_heads,
             "head_size": self.head_size,
@@ -127,7 +130,7 @@ class Run:
             free["heads_num * head_size"] = dims["heads_num"] * dims["head_size"]
         if self.rotary_dims is not None:
             free["rotary_dims"] = self.rotary_dims
-        if self.window is not None and self.cached:
+        if self.window is not None and self.cached and not self.static:
             free["held"] = self.held
         if dims["kv_heads"] != dims["heads_num"]:
             free["kv_heads"] = dims["kv_heads"]
@@ -231,6 +234,17 @@ RUNS = [
         max_len=7,  # the 7 held and 3 new positions are more: only the kept ones are written
     ),
     Run(
+        "today/fast/rope/window/static-cache/padding/causal",
+        **TODAY,
+        rotary_dims=6,
+        window=3,
+        cached=4,
+        mask="padding",
+        is_causal=True,
+        max_len=10,  # the slots: 4 held, 3 written by the call, 3 free
+        static=True,
+    ),
+    Run(
         "cross/today/math/qk_norm/scale/float-2d",
         **TODAY,
         src_len=7,
@@ -272,15 +286,18 @@ def inputs(namespace: dict, run: Run) -> Call:
         cache = namespace["KVCache"]()
         model(x, context, cache=cache)
     if run.cached:  # a prefill, without the tracer: [batch_size, kv_heads, cached, head_size]
-        cache = namespace["KVCache"](run.max_len)
+        cache = namespace["KVCache"](run.max_len, static=run.static)
         shape = (run.batch_size, dims["kv_heads"], run.cached, run.head_size)
-        if run.window is None:
+        if run.static:
+            cache.append_static(torch.randn(shape), torch.randn(shape))
+        elif run.window is None:
             cache.append(torch.randn(shape), torch.randn(shape))
         else:  # as a windowed call leaves it: the window - 1 latest held
             cache.append_windowed(torch.randn(shape), torch.randn(shape), run.window - 1)
             cache.keep_last(run.window - 1)
-    # A mask covers every position, those a window's cache dropped too
-    mask = mask_for(run.mask, {**dims, "k_len": dims["src_len"] + run.cached})
+    # A mask covers every position, those a window's cache dropped too (a static cache's slots)
+    seen = dims["k_len"] if run.static else dims["src_len"] + run.cached
+    mask = mask_for(run.mask, {**dims, "k_len": seen})
     options = dict(
         attn_mask=mask, is_causal=run.is_causal, cache=cache, need_weights=run.need_weights
     )
@@ -404,10 +421,11 @@ class CacheRun:
     class_name: ClassVar[str] = "KVCache"
 
     def dims(self) -> dict[str, int]:
-        # held 4 of 11 written (a window's keep_last(4) dropped 7: the offset), 6 new
+        # held 4 of 11 written (a window's keep_last(4) dropped 7: the offset), 6 new; a static
+        # cache's 13 slots
         return dict(
             batch_size=2, kv_heads=3, head_size=5, held=4, new_len=6, capacity=11, offset=7,
-            new_batch_size=8,
+            new_batch_size=8, max_len=13,
         )  # fmt: skip
 
     def call(self, namespace: dict) -> Call:
@@ -418,6 +436,12 @@ class CacheRun:
             shape = (d["batch_size"], d["kv_heads"], length, d["head_size"])
             return torch.randn(shape, requires_grad=grad)
 
+        if self.method.startswith("static"):  # the first write: the buffer allocated, then
+            # written in place, or (queries that require grad) out of place
+            cache = namespace["KVCache"](d["max_len"], static=True)
+            grad = self.method == "static-grad"
+            keys, values = kv(d["new_len"], grad=grad), kv(d["new_len"], grad=grad)
+            return Call(cache.append_static, keys, values, dict(queries=keys))
         # Preallocated (max_len = capacity) but for "cat": the buffer keeps its length throughout
         cache = namespace["KVCache"](None if self.method == "cat" else d["capacity"])
         if self.method == "cat":  # 4 held, then 6 new whose queries require grad
@@ -436,4 +460,6 @@ CACHE_RUNS = [
     CacheRun("cache/cat", "cat"),
     CacheRun("cache/move", "move"),
     CacheRun("cache/reorder", "reorder"),
+    CacheRun("cache/static", "static"),
+    CacheRun("cache/static-grad", "static-grad"),
 ]

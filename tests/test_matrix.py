@@ -7,7 +7,8 @@ The dimensions: the options (``head_size`` other than ``hidden_size / heads_num`
 bias on some projections, ``qk_norm``, ``rope`` with each scaling, ``window``), ``kv_heads``, the
 fast and the written-out path; the dtype (float64, float32, bfloat16, float16), the last two both
 as ``.to(dtype)`` and under autocast; the cache (none, ``KVCache``, preallocated ``max_len``, a
-``ModelCache``, a crop of a rejected step, a reorder of the rows); padding (none, left, right);
+``ModelCache``, a crop of a rejected step, a reorder of the rows, a static cache, whose masks
+cover its ``max_len`` slots); padding (none, left, right);
 grad mode (no_grad; inference_mode for the prefill then no_grad; training with ``W_k`` frozen,
 its gradients compared too); ``torch.compile(fullgraph=True)`` of the decoding steps (the keys'
 length changes at each);
@@ -73,7 +74,7 @@ DIMENSIONS = {
     "fast": [True, False],
     "dtype": ["float64", "float32", "bfloat16", "float16"],
     "cast": ["to", "autocast"],
-    "cache": ["none", "kv", "max_len", "model", "crop", "reorder"],
+    "cache": ["none", "kv", "max_len", "model", "crop", "reorder", "static"],
     "padding": ["none", "left", "right"],
     "grad": ["no_grad", "inference_then_no_grad", "frozen"],
     "compile": [False, True],
@@ -127,6 +128,8 @@ def valid(case: dict) -> bool:
             return False
     if case.get("padding") == "right" and case.get("window") is not None:
         return False
+    if case.get("cache") == "static" and case.get("module", "mha") != "mha":
+        return False  # MLA's latent cache has no static mode (tests/test_static_cache.py)
     return True
 
 
@@ -344,6 +347,9 @@ def run(case: Case) -> None:
 
     def forward(x, mask, positions, phase):
         x, mask, positions = x.to(DEVICE, as_input), mask.to(DEVICE), positions.to(DEVICE)
+        if case.cache == "static":  # the mask covers the buffer's slots; those not written are
+            # masked by the cache itself
+            mask = torch.nn.functional.pad(mask, (0, held.max_len - mask.size(-1)), value=True)
         context = contextlib.nullcontext() if low else torch.autocast(DEVICE.type, dtype=dtype)
         if case.grad == "frozen":
             grad = torch.enable_grad()
@@ -407,6 +413,8 @@ def make_cache(case: Case, batch: Batch):
         return cls(total if case.window is None else case.window)
     if case.cache == "crop":
         return cls(rollback=1) if case.module == "mha" else cls()
+    if case.cache == "static":
+        return KVCache(total, static=True)
     return ModelCache(1, max_len=total) if case.module == "mha" else cls(total)
 
 

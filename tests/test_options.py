@@ -44,10 +44,23 @@ def test_a_head_size_that_does_not_divide_the_width_is_changed_by_necessity():
     assert MHA(11, 4, head_size=9).options.changed() == ["head_size"]
 
 
-def test_print_shows_the_options_that_are_not_the_default():
+def test_print_shows_the_heads_then_the_options_that_are_not_the_default():
     model = MHA(20, 4, kv_heads=2, window=3, scale=0.5)
-    assert model.extra_repr() == "20, 4, kv_heads=2, scale=0.5, window=3"
-    assert MHA(20, 4).extra_repr() == "20, 4"
+    assert model.extra_repr() == "20, 4, kv_heads=2, head_size=5, scale=0.5, window=3"
+    assert MHA(20, 4).extra_repr() == "20, 4, kv_heads=4, head_size=5"
+    assert MHA(20, 4, head_size=8, bias=False).extra_repr() == (
+        "20, 4, kv_heads=4, head_size=8, bias=False"
+    )
+
+
+def test_print_of_an_mla_shows_its_ranks_and_head_dims():
+    from mha.mla import MLA
+
+    m = MLA(32, 4, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)
+    assert m.extra_repr() == (
+        "32, 4, q_lora_rank=None, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, "
+        "v_head_dim=5, scale=0.316228"
+    )
 
 
 def test_from_options_refuses_something_else():

@@ -560,20 +560,20 @@ def test_every_mla_comment_is_checked_in_both_modes_and_a_wrong_one_is_reported_
 
 def test_a_wrong_comment_on_a_cache_buffer_is_caught():
     """``mha/cache.py``'s comments are on ``self._keys = ...`` lines: the tracer records the
-    attributes of ``self`` too, and a comment that states the buffer's length instead of what the
-    move keeps fails the move's run."""
+    attributes of ``self`` too, and a comment that states what the move keeps instead of the new
+    buffer's length fails the move's run."""
     import mha.cache
     from mha_site.runs import CACHE_RUNS
 
     source = inspect.getsource(mha.cache)
     right = check_full(source, vars(mha.cache), CACHE_RUNS, commented_only=True)
-    assert right.failures == [] and sum(r.checked for r in right.runs.values()) == 8
+    assert right.failures == [] and sum(r.checked for r in right.runs.values()) == 16
     wrong = source.replace(
-        ".clone()  # [batch_size, kv_heads, capacity - offset, head_size]",
-        ".clone()  # [batch_size, kv_heads, capacity, head_size]",
+        "self._offset, held, capacity)  # [batch_size, kv_heads, capacity, head_size]",
+        "self._offset, held, capacity)  # [batch_size, kv_heads, held, head_size]",
         1,
     )
     assert wrong != source
     report = check_full(wrong, executed(wrong, mha.cache.__file__), CACHE_RUNS, commented_only=True)
     (mismatch,) = report.mismatches
-    assert mismatch.startswith("[cache/move] line ") and "real shape [2, 3, 4, 5]" in mismatch
+    assert mismatch.startswith("[cache/move] line ") and "real shape [2, 3, 11, 5]" in mismatch

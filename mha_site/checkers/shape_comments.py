@@ -150,7 +150,7 @@ def compare(
             )
             continue
         real = tensors[a.targets[0]]
-        trailing = a.comment[0] == ELLIPSIS
+        trailing = bool(a.comment) and a.comment[0] == ELLIPSIS
         dims = a.comment[1:] if trailing else a.comment
         evaluated = [evaluate(d, names) for d in dims]
         unknown = [u for _, us in evaluated for u in us]
@@ -282,6 +282,7 @@ SAME_IN_BLOCK = {
     "context is None and self.window is not None and cache.overflows(k.size(2))": {
         frozenset({"q_len", "src_len"})
     },
+    "static": {frozenset({"q_len", "src_len"})},  # a static cache holds self-attention only
 }
 
 
