@@ -6,7 +6,8 @@
   other hosts, ``BrowserThreads`` that check pages ahead of their tests, screenshots
   (``make screenshots`` only), typing into the search box.
 - **Oracles**: the design post's class verbatim (``DesignMHA``), an independent reference
-  (``reference_attention``), where an error was raised (``raised_in_mha``).
+  (``reference_attention``), where an error was raised (``raised_in_mha``); weights drawn so
+  that nothing hides a mistake (``randomised``).
 - **The implementations compared**: ``IMPLEMENTATIONS``, by name; ``each_implementation``.
 - **Hypothesis**: one settings profile, loaded on import (``tests/conftest.py`` imports this).
 - **Tolerances**: one per dtype, ``TOLERANCE``, and ``assert_close`` that uses it.
@@ -151,6 +152,17 @@ def merge_heads(t: Tensor) -> Tensor:
     """``[batch, heads, len, head_size]`` -> ``[batch, len, heads * head_size]``, with ``flatten``
     (the package uses ``transpose``, ``contiguous`` and ``view``)."""
     return t.movedim(1, -2).flatten(-2)
+
+
+def randomised(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """``module`` with every parameter drawn from ``seed``, N(0, 0.3): the norms' and biases'
+    too, so none is left at a value that hides a mistake (a norm of ones, a bias of zeros), and
+    the scores are far from uniform, so a wrong mask or row shows."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0.0, 0.3)
+    return module
 
 
 def reference_attention(m, x: Tensor) -> Tensor:

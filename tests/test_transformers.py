@@ -24,7 +24,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from support import assert_close, seeds
+from support import assert_close, randomised, seeds
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
@@ -138,19 +138,8 @@ def build(
         options.update(use_sliding_window=True, sliding_window=window, max_window_layers=0)
     config = config_class(**options)
     config._attn_implementation = implementation
-    module = randomised(attention_class(config, layer_idx=0), dtype, seed)
+    module = randomised(attention_class(config, layer_idx=0).to(dtype).eval(), seed)
     return module, config, LlamaRotaryEmbedding(config)
-
-
-def randomised(module, dtype, seed: int):
-    """``module`` in ``dtype``, evaluation mode, every parameter drawn from ``seed`` (the norms'
-    and biases' too, so none is left at a value that hides a mistake)."""
-    torch.manual_seed(seed)
-    module = module.to(dtype).eval()
-    with torch.no_grad():
-        for p in module.parameters():
-            p.normal_(0.0, 0.3)
-    return module
 
 
 def window_of(module) -> int | None:
@@ -499,7 +488,7 @@ def build_deepseek(c: dict):
         attention_bias=c["q_lora_rank"] is None,
     )
     config._attn_implementation = "sdpa"
-    module = randomised(DeepseekV3Attention(config, layer_idx=0), c["dtype"], c["seed"])
+    module = randomised(DeepseekV3Attention(config, layer_idx=0).to(c["dtype"]).eval(), c["seed"])
     return module, config, DeepseekV3RotaryEmbedding(config)
 
 
