@@ -339,9 +339,9 @@ class HFAttention(nn.Module):
         match = rows[:, None] == ancestors[None, :]  # [their batch, our batch]
         if not bool(match.any(dim=1).all()):
             raise ValueError(
-                f"past_key_values was cropped back to {held} positions for layer "
-                f"{self.layer_idx}, to rows of an earlier step that this layer's cache no "
-                "longer holds (beam search dropped them): pass a new DynamicCache (or none)"
+                f"past_key_values holds {held} positions for layer {self.layer_idx} of rows "
+                "that this layer's cache no longer holds (beam search dropped them since): pass "
+                "a new DynamicCache (or none)"
             )
         index = match.int().argmax(dim=1)  # [their batch]: one of our rows for each of theirs
         if held < len(self.cache):

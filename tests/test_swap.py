@@ -1,0 +1,488 @@
+"""``mha.interop.swap_attention``: a transformers model with mha's attention in it equals itself.
+
+The contract (issue 32): ``swap_attention(model)`` replaces every attention layer of a
+transformers causal LM of the families ``from_hf`` converts by ``mha.hf.HFAttention``; the
+logits then equal the original's (float64: ``support.TOLERANCE``, 1e-12, measured 0.0; float32:
+2e-6, measured 6.0e-8 on logits up to 0.4) for a prompt, a left-padded batch (its real
+positions) and every step of ``generate``: greedy, sampling with a seed, beam search (3 beams),
+past the sliding window, under ``sdpa`` and ``eager``. transformers' own cache stays consistent
+with the layer's (its length drives its masks and positions), follows transformers' reorders and
+crops, and a cache the layer did not fill is an error. ``restore_attention`` puts transformers'
+modules back with the current weights: ``save_pretrained`` then ``from_pretrained`` in plain
+transformers gives the same logits after training.
+
+The models are small (2 layers, hidden 32, a vocabulary of 50), built from configs with every
+weight drawn (``support.randomised``): nothing is downloaded. The original is always run under
+``sdpa``: its ``eager`` path computes the softmax in float32 even in float64, so the swapped
+model under ``eager`` (which then gets transformers' additive masks) is compared with the same
+weights under ``sdpa``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+from support import TOLERANCE, randomised
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+from transformers import (  # noqa: E402
+    AutoModelForCausalLM,
+    DeepseekV3Config,
+    DynamicCache,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    MistralConfig,
+    Qwen2Config,
+    Qwen3Config,
+)
+
+import mha.cache  # noqa: E402
+from mha.full import MHA  # noqa: E402
+from mha.hf import HFAttention  # noqa: E402
+from mha.interop import from_hf, restore_attention, swap_attention, to_hf  # noqa: E402
+from mha.mla import MLA  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+
+VOCAB, WINDOW = 50, 4
+SIZES = dict(
+    hidden_size=32,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=32,
+    num_hidden_layers=2,
+    vocab_size=VOCAB,
+    pad_token_id=0,
+    max_position_embeddings=64,
+)
+SLIDING = dict(use_sliding_window=True, sliding_window=WINDOW)
+# Each family with what it switches on: llama3's rope scaling (a trained context of 8, shorter
+# than the sequences here), Mistral's window on every layer, Qwen2's biases and one sliding layer,
+# Qwen3's q/k norm, a head size of its own and one sliding layer, DeepSeek-V3's MLA (its layers
+# dense: transformers' experts do not run in float64).
+FAMILIES = {
+    "llama": lambda: LlamaConfig(
+        **SIZES,
+        head_dim=8,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8,
+        },
+    ),
+    "mistral": lambda: MistralConfig(**SIZES, head_dim=8, sliding_window=WINDOW),
+    "qwen2": lambda: Qwen2Config(
+        **SIZES, **SLIDING, layer_types=["full_attention", "sliding_attention"]
+    ),
+    "qwen3": lambda: Qwen3Config(
+        **SIZES, **SLIDING, head_dim=16, layer_types=["sliding_attention", "full_attention"]
+    ),
+    "deepseek_v3": lambda: DeepseekV3Config(
+        **{**SIZES, "num_key_value_heads": 4},
+        q_lora_rank=12,
+        kv_lora_rank=8,
+        qk_nope_head_dim=6,
+        qk_rope_head_dim=4,
+        v_head_dim=5,
+        first_k_dense_replace=2,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_group=1,
+        topk_group=1,
+    ),
+}
+# The sliding window of each layer, as the configs above set it (MLA has none).
+WINDOWS = {
+    "llama": [None, None],
+    "mistral": [WINDOW, WINDOW],
+    "qwen2": [None, WINDOW],
+    "qwen3": [WINDOW, None],
+    "deepseek_v3": [None, None],
+}
+IMPLEMENTATIONS = ("sdpa", "eager")
+# Two prompts, the second padded on the left (transformers' attention_mask: 0 = padding); the
+# generation runs 6 positions past the longer one, well past the window of 4.
+PROMPTS = [[3, 4, 5, 6, 7, 8, 9], [10, 11, 12, 13]]
+NEW = 6
+
+
+def build(family: str, dtype: torch.dtype = torch.float64, seed: int = 0):
+    """The family's causal LM with every weight drawn, in ``dtype``, in evaluation mode."""
+    config = FAMILIES[family]()
+    config._attn_implementation = "sdpa"
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return randomised(model, seed).eval()
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def pair(request):
+    """The original model and a swapped copy of it, float64."""
+    original = build(request.param)
+    return original, swap_attention(copy.deepcopy(original))
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def swapped(request, pair):
+    """The swapped model under each attention implementation (its masks follow it)."""
+    model = pair[1]
+    model.config._attn_implementation = request.param
+    yield model
+    model.config._attn_implementation = "sdpa"
+
+
+def batch(prompts=PROMPTS) -> tuple[torch.Tensor, torch.Tensor]:
+    """``input_ids`` and ``attention_mask`` of the prompts, left-padded."""
+    longest = max(map(len, prompts))
+    ids = torch.zeros(len(prompts), longest, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, prompt in enumerate(prompts):
+        ids[row, longest - len(prompt) :] = torch.tensor(prompt)
+        mask[row, longest - len(prompt) :] = 1
+    return ids, mask
+
+
+def assert_equal(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
+    """Equal up to ``support.TOLERANCE`` of the dtype, in the largest absolute difference."""
+    worst = (actual - expected).abs().max().item()
+    assert worst <= TOLERANCE[expected.dtype], f"{what}: differs by {worst:.2e}"
+
+
+def generated(model, seed: int = 0, **options):
+    """``model.generate`` on ``PROMPTS``, each step's logits kept."""
+    ids, mask = batch()
+    torch.manual_seed(seed)
+    return model.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=NEW,
+        output_logits=True,
+        output_scores=True,
+        return_dict_in_generate=True,
+        **options,
+    )
+
+
+def assert_same_generation(original, swapped, **options) -> None:
+    theirs, ours = generated(original, **options), generated(swapped, **options)
+    assert torch.equal(ours.sequences, theirs.sequences), (ours.sequences, theirs.sequences)
+    assert len(ours.logits) == len(theirs.logits) == NEW
+    for step, (mine, expected) in enumerate(zip(ours.logits, theirs.logits, strict=True)):
+        assert_equal(mine, expected, f"step {step}")
+    if "num_beams" in options:
+        assert_equal(ours.sequences_scores, theirs.sequences_scores, "beam scores")
+
+
+# ---- The logits equal the original's -------------------------------------------------------
+
+
+def test_every_attention_layer_is_swapped_and_nothing_else(pair):
+    original, swapped = pair
+    ours = [m for m in swapped.modules() if isinstance(m, HFAttention)]
+    assert len(ours) == original.config.num_hidden_layers
+    assert [m.layer_idx for m in ours] == list(range(len(ours)))
+    kind = MLA if original.config.model_type == "deepseek_v3" else MHA
+    assert all(type(m.attention) is kind for m in ours)
+    windows = [getattr(m.attention, "window", None) for m in ours]
+    assert windows == WINDOWS[original.config.model_type], windows
+    # every other parameter is the original's, under its own name
+    theirs = {k: v for k, v in original.state_dict().items() if "self_attn" not in k}
+    mine = {k: v for k, v in swapped.state_dict().items() if "self_attn" not in k}
+    assert mine.keys() == theirs.keys()
+    assert all(torch.equal(mine[k], theirs[k]) for k in theirs)
+
+
+def test_the_logits_of_a_prompt_equal_the_original(pair, swapped):
+    ids = torch.tensor(PROMPTS[:1])
+    with torch.no_grad():
+        assert_equal(swapped(ids).logits, pair[0](ids).logits, "logits")
+
+
+def test_a_left_padded_batch_equals_the_original_on_its_real_positions(pair, swapped):
+    ids, mask = batch()
+    with torch.no_grad():
+        ours = swapped(ids, attention_mask=mask).logits
+        theirs = pair[0](ids, attention_mask=mask).logits
+    real = mask.bool()  # a padded query's row is not a prediction (eager and sdpa fill it apart)
+    assert_equal(ours[real], theirs[real], "logits")
+
+
+def test_greedy_generation_equals_the_original_at_every_step(pair, swapped):
+    assert_same_generation(pair[0], swapped, do_sample=False)
+
+
+def test_sampling_with_a_seed_equals_the_original_at_every_step(pair, swapped):
+    assert_same_generation(pair[0], swapped, do_sample=True, top_k=0)
+
+
+def test_beam_search_equals_the_original_at_every_step(pair, swapped):
+    assert_same_generation(pair[0], swapped, do_sample=False, num_beams=3)
+
+
+def test_float32_stays_within_its_bound():
+    original = build("qwen3", torch.float32)
+    swapped = swap_attention(copy.deepcopy(original))
+    assert_same_generation(original, swapped, do_sample=False)
+
+
+# ---- transformers' cache and ours stay together ---------------------------------------------
+
+
+def ours_of(model) -> list[HFAttention]:
+    return [m for m in model.modules() if isinstance(m, HFAttention)]
+
+
+def test_transformers_cache_holds_as_many_positions_as_ours_after_generation(pair):
+    out = generated(pair[1], do_sample=False, num_beams=3)
+    cache = out.past_key_values
+    for layer in ours_of(pair[1]):
+        theirs = cache.layers[layer.layer_idx]
+        assert cache.get_seq_length(layer.layer_idx) == len(layer.cache)
+        # what each holds: every position, or a window's latest (window - 1 on both sides)
+        held = layer.cache.keys  # [batch_size, kv_heads, held, head_size]
+        assert (theirs.keys.size(0), theirs.keys.size(2)) == (held.size(0), held.size(2))
+        assert theirs.keys.dtype == torch.int64, "placeholders, not keys"
+
+
+def test_without_the_placeholders_an_empty_transformers_cache_would_pass_silently(
+    pair, monkeypatch
+):
+    """The premise of the placeholders: transformers takes its positions and masks from its
+    cache's length, so a layer that left it empty would generate other tokens, without an
+    error."""
+    monkeypatch.setattr(HFAttention, "_mark", lambda self, cache, x: None)
+    theirs, ours = generated(pair[0], do_sample=False), generated(pair[1], do_sample=False)
+    worst = max((a - b).abs().max().item() for a, b in zip(ours.logits, theirs.logits, strict=True))
+    assert worst > 1e-3, worst
+
+
+def test_a_cache_that_ignored_beam_search_reorders_would_be_caught(pair, monkeypatch):
+    """The premise of the beam test: rows left where they were give other scores."""
+    monkeypatch.setattr(mha.cache.KVCache, "reorder", lambda self, index: None)
+    with pytest.raises(AssertionError):
+        assert_same_generation(pair[0], pair[1], do_sample=False, num_beams=3)
+
+
+def steps(model, cache, *chunks):
+    """Run ``chunks`` of token ids through ``model`` with ``cache``; the last one's logits."""
+    with torch.no_grad():
+        for chunk in chunks:
+            logits = model(torch.tensor(chunk), past_key_values=cache).logits
+    return logits
+
+
+@pytest.fixture(scope="module")
+def llama():
+    original = build("llama")
+    return original, swap_attention(copy.deepcopy(original))
+
+
+def test_a_crop_of_transformers_cache_is_followed(llama):
+    # speculative decoding's rollback: verify 3 drafted positions, keep 1
+    caches = DynamicCache(), DynamicCache()  # the original's, the swapped model's
+    for model, cache in zip(llama, caches, strict=True):
+        steps(model, cache, [[3, 4, 5, 6, 7]] * 2, [[8, 9, 10]] * 2)
+        cache.crop(-2)
+    theirs, ours = (steps(m, c, [[11]] * 2) for m, c in zip(llama, caches, strict=True))
+    assert_equal(ours, theirs, "after the crop")
+    assert len(ours_of(llama[1])[0].cache) == caches[1].get_seq_length() == 7
+
+
+def test_reorders_repeats_and_selections_of_transformers_cache_are_followed(llama):
+    caches = DynamicCache(), DynamicCache()
+    logits = []
+    for model, cache in zip(llama, caches, strict=True):
+        steps(model, cache, [[3, 4, 5], [6, 7, 8]])
+        cache.batch_repeat_interleave(3)  # 2 rows -> 6
+        steps(model, cache, [[9], [10], [11], [12], [13], [14]])
+        cache.reorder_cache(torch.tensor([5, 0, 0, 3, 1, 2]))
+        steps(model, cache, [[15], [16], [17], [18], [19], [20]])
+        cache.batch_select_indices(torch.tensor([4, 1]))
+        logits.append(steps(model, cache, [[21], [22]]))
+    assert_equal(logits[1], logits[0], "after repeat, reorder, select")
+
+
+def test_a_crop_back_across_reorders_is_followed(llama):
+    caches = DynamicCache(), DynamicCache()
+    logits = []
+    for model, cache in zip(llama, caches, strict=True):
+        steps(model, cache, [[3, 4, 5], [6, 7, 8]])
+        cache.reorder_cache(torch.tensor([1, 0]))
+        steps(model, cache, [[9], [10]])
+        cache.reorder_cache(torch.tensor([1, 1]))
+        steps(model, cache, [[11], [12]], [[13], [14]])
+        cache.crop(-3)  # back to 3 positions: the prompts, in the rows the reorders made
+        logits.append(steps(model, cache, [[15], [16]]))
+    assert_equal(logits[1], logits[0], "after the crop back")
+
+
+def test_a_cache_filled_before_the_swap_is_refused():
+    original = build("llama")
+    cache = DynamicCache()
+    steps(original, cache, [[3, 4, 5]])
+    with pytest.raises(ValueError, match="holds 3 positions for layer 0 that this swapped layer"):
+        steps(swap_attention(original), cache, [[6]])
+
+
+def test_a_cache_of_another_sequence_is_refused(llama):
+    first, second = DynamicCache(), DynamicCache()
+    steps(llama[1], first, [[3, 4, 5]])
+    steps(llama[1], second, [[6, 7]])  # a new sequence: the layers follow this one now
+    with pytest.raises(ValueError, match="did not write in its present state"):
+        steps(llama[1], first, [[8]])
+
+
+def test_a_copy_taken_before_a_crop_is_refused(llama):
+    cache = DynamicCache()
+    steps(llama[1], cache, [[3, 4, 5, 6]])
+    copied = copy.deepcopy(cache)
+    cache.crop(-2)
+    steps(llama[1], cache, [[7]])  # positions 2 and on are not the copy's any more
+    with pytest.raises(ValueError, match="a copy taken before a crop"):
+        steps(llama[1], copied, [[8]])
+
+
+def test_a_copy_of_rows_beam_search_dropped_is_refused(llama):
+    cache = DynamicCache()
+    steps(llama[1], cache, [[3, 4], [5, 6]])
+    copied = copy.deepcopy(cache)
+    cache.reorder_cache(torch.tensor([0, 0]))  # row 1 dropped
+    steps(llama[1], cache, [[7], [8]])
+    with pytest.raises(ValueError, match="beam search dropped them"):
+        steps(llama[1], copied, [[9], [10]])
+
+
+def test_a_static_cache_is_refused_by_name(llama):
+    ids, mask = batch()
+    with pytest.raises(TypeError, match=r"StaticLayer for layer 0.*DynamicCache only"):
+        llama[1].generate(ids, attention_mask=mask, max_new_tokens=2, cache_implementation="static")
+
+
+def test_a_cache_without_the_models_config_keeps_every_key_and_still_equals():
+    """``DynamicCache()`` keeps every position even on a sliding layer, and transformers' mask
+    then covers them all: the window's layer takes that mask too."""
+    original = build("mistral")
+    swapped = swap_attention(copy.deepcopy(original))
+    chunks = [[3, 4, 5, 6, 7, 8]], [[9]], [[10]], [[11]]
+    caches = DynamicCache(), DynamicCache()
+    assert_equal(steps(swapped, caches[1], *chunks), steps(original, caches[0], *chunks), "logits")
+    assert caches[1].layers[0].keys.size(2) == 9  # every position
+    assert ours_of(swapped)[0].cache.keys.size(2) == WINDOW - 1  # the window's
+
+
+# ---- Back to transformers ------------------------------------------------------------------
+
+
+def test_a_fine_tuned_swapped_model_saves_and_reloads_in_plain_transformers(tmp_path):
+    for family in ("qwen3", "deepseek_v3"):
+        model = swap_attention(build(family)).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        before = copy.deepcopy(model.state_dict())
+        torch.manual_seed(1)
+        for _ in range(3):
+            ids = torch.randint(1, VOCAB, (4, 9))
+            model(ids, labels=ids, use_cache=False).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        key = "model.layers.0.self_attn.attention.W_o.weight"
+        assert not torch.equal(model.state_dict()[key], before[key]), "training changed it"
+        ids = torch.tensor(PROMPTS[:1])
+        with torch.no_grad():
+            expected = model.eval()(ids).logits
+        restore_attention(model).save_pretrained(tmp_path / family)
+        reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / family, dtype=torch.float64)
+        with torch.no_grad():
+            assert_equal(reloaded.eval()(ids).logits, expected, family)
+
+
+def test_restored_layers_are_the_class_config_layer_device_dtype_and_mode_replaced():
+    original = build("qwen3")
+    swapped = swap_attention(copy.deepcopy(original)).train()
+    restore_attention(swapped)
+    for theirs, mine in zip(original.model.layers, swapped.model.layers, strict=True):
+        a, b = theirs.self_attn, mine.self_attn
+        assert type(b) is type(a) and b.config is swapped.config
+        assert (b.layer_idx, b.sliding_window) == (a.layer_idx, a.sliding_window)
+        assert b.training and b.q_proj.weight.dtype == torch.float64
+        assert b.q_proj.weight.device == a.q_proj.weight.device
+        assert all(torch.equal(b.state_dict()[k], v) for k, v in a.state_dict().items())
+
+
+def test_frozen_weights_stay_frozen_there_and_back():
+    model = build("llama")
+    model.model.layers[0].self_attn.q_proj.weight.requires_grad_(False)
+    swap_attention(model)
+    assert not model.model.layers[0].self_attn.attention.W_q.weight.requires_grad
+    assert model.model.layers[0].self_attn.attention.W_k.weight.requires_grad
+    restore_attention(model)
+    assert not model.model.layers[0].self_attn.q_proj.weight.requires_grad
+    assert model.model.layers[1].self_attn.q_proj.weight.requires_grad
+
+
+def test_to_hf_copies_the_weights_exactly():
+    hf = build("qwen3").model.layers[0].self_attn
+    m = randomised(from_hf(hf), seed=5)
+    to_hf(m, hf)
+    assert torch.equal(hf.q_proj.weight, m.W_q.weight)
+    assert torch.equal(hf.k_norm.weight, m.k_norm.weight)
+    assert all(torch.equal(from_hf(hf).state_dict()[k], v) for k, v in m.state_dict().items())
+
+
+def test_to_hf_names_each_option_that_differs():
+    hf = build("qwen3").model.layers[0].self_attn
+    m = MHA(32, 4, kv_heads=4, head_size=16, bias=False, qk_norm=True)
+    with pytest.raises(ValueError) as error:
+        to_hf(m, hf)
+    said = str(error.value)
+    assert said.startswith(
+        "cannot copy module into Qwen3Attention: kv_heads=4, expected kv_heads=2"
+    )
+    assert "rope=None, expected rope=RotaryEmbedding(16" in said
+    assert "window=None, expected window=4" in said
+    assert "head_size" not in said and "qk_norm" not in said  # those agree
+
+
+def test_to_hf_refuses_another_kind_of_module_and_another_class():
+    llama = build("llama").model.layers[0].self_attn
+    deepseek = build("deepseek_v3").model.layers[0].self_attn
+    with pytest.raises(TypeError, match=r"LlamaAttention takes the weights of a mha\.full\.MHA"):
+        to_hf(from_hf(deepseek), llama)
+    with pytest.raises(
+        TypeError, match=r"DeepseekV3Attention takes the weights of a mha\.mla\.MLA"
+    ):
+        to_hf(from_hf(llama), deepseek)
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2))
+    with pytest.raises(TypeError, match="got GPT2Attention"):
+        to_hf(from_hf(llama), gpt2.transformer.h[0].attn)
+
+
+# ---- Errors --------------------------------------------------------------------------------
+
+
+def test_a_model_without_a_layer_it_converts_is_refused_with_its_attention_classes():
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2))
+    with pytest.raises(ValueError, match=r"GPT2LMHeadModel has no attention layer .*GPT2Attention"):
+        swap_attention(gpt2)
+
+
+def test_a_second_swap_is_refused(llama):
+    with pytest.raises(ValueError, match="is swapped already"):
+        swap_attention(llama[1])
+
+
+def test_restore_without_a_swap_is_refused(llama):
+    with pytest.raises(ValueError, match=r"has no swapped attention layer.*swap_attention"):
+        restore_attention(llama[0])
+
+
+@pytest.mark.parametrize("call", [swap_attention, restore_attention])
+def test_something_else_than_a_module_is_refused(call):
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module, got dict"):
+        call({})
