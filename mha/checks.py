@@ -16,6 +16,8 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -160,6 +162,7 @@ def _check_mask(
     for allowed in targets:
         try:
             if tuple(torch.broadcast_shapes(mask.shape, allowed)) == allowed:
+                _warn_of_lookalikes(mask, target)
                 return
         except RuntimeError:
             pass
@@ -170,6 +173,51 @@ def _check_mask(
             " (the keys the sliding window's cache holds and this call's)"
         )
     raise ValueError(f"attn_mask of shape {list(mask.shape)} must broadcast to {said}")
+
+
+class MaskWarning(UserWarning):
+    """A mask that is valid but looks like another convention's (transformers' or a padding
+    mask), so it likely means something else than what ``mha`` reads."""
+
+
+def _warn_of_lookalikes(mask: Tensor, target: tuple[int, int, int, int]) -> None:
+    """Warn, with the fix, of the two masks that pass every check and are still, most likely,
+    wrong: a float mask of only 0s and 1s (transformers' ``attention_mask.float()``, a keep-mask,
+    added to the scores instead) and a 2-D boolean mask shaped like a padding mask ``[batch_size,
+    k_len]`` when ``batch_size == q_len`` (a 2-D mask is ``[q_len, k_len]``). Only where reading
+    the values waits for nothing: a mask on the CPU, outside ``torch.compile``."""
+    if mask.device.type != "cpu" or torch.compiler.is_compiling():
+        return
+    if mask.is_floating_point():
+        ones = mask == 1
+        if ones.any() and (ones | (mask == 0)).all():
+            warnings.warn(
+                "attn_mask is a float mask of only 0s and 1s, which is added to the scores (a 1 "
+                "adds 1 and masks nothing): if it marks the keys to attend (transformers' "
+                "attention_mask.float()), pass attn_mask.bool() (True = may attend); an additive "
+                "mask holds 0 and -inf",
+                MaskWarning,
+                stacklevel=6,  # the caller of the module (through nn.Module.__call__)
+            )
+        return
+    batch_size, _, q_len, k_len = target
+    if mask.dim() != 2 or batch_size != q_len or q_len < 2 or mask.all():
+        return
+    # A padding mask's rows are a run of True at one end: the keys of each sequence
+    counts = mask.sum(-1)  # [q_len]
+    columns = torch.arange(mask.size(-1))
+    right = mask == (columns < counts[:, None])  # True, then the padding
+    left = mask == (columns >= mask.size(-1) - counts[:, None])  # the padding, then True
+    causal = torch.ones(q_len, k_len, dtype=torch.bool).tril(k_len - q_len)
+    if (right.all() or left.all()) and not torch.equal(mask, causal):
+        warnings.warn(
+            f"attn_mask is 2-D, which mha reads as [q_len, k_len] = {[q_len, k_len]}; this one "
+            f"looks like a padding mask [batch_size, k_len] (batch_size is q_len here): pass "
+            "attn_mask[:, None, None, :] (mha.full.padding_mask makes that form), or, if it is "
+            "one row per query, attn_mask[None, None] to say so",
+            MaskWarning,
+            stacklevel=6,  # the caller of the module (through nn.Module.__call__)
+        )
 
 
 def _autocast_enabled(device_type: str) -> bool:

@@ -482,7 +482,11 @@ class MHA(nn.Module):
                 ``[batch_size, heads_num, q_len, k_len]``, on the input's device; its last
                 dimension covers every position the cache has seen and this call's, or, under a
                 sliding window, only those the cache holds and this call's (as transformers
-                passes it).
+                passes it); a static cache's covers its ``max_len`` slots. A mask on the CPU that
+                is most likely meant otherwise gets a ``mha.checks.MaskWarning`` with the fix: a
+                float mask of only 0s and 1s (it is added, so a keep-mask needs ``.bool()``), or
+                a 2-D boolean one shaped like a padding mask ``[batch_size, k_len]`` when
+                ``batch_size == q_len``.
             is_causal: apply [`causal_mask`][mha.full.causal_mask] (lower-right aligned), on top of
                 ``attn_mask`` if both are given.
             cache: a [`KVCache`][mha.full.KVCache] to extend with this call's keys and values and
@@ -529,7 +533,11 @@ class MHA(nn.Module):
                     相同，与 ``nn.MultiheadAttention`` 相反）或浮点掩码（加到注意力分数上），
                     能广播到 ``[batch_size, heads_num, q_len, k_len]``，与输入在同一设备上；最后一维
                     覆盖缓存见过的所有位置和这次的位置，有滑动窗口时也可以只覆盖缓存留着的位置和
-                    这次的位置（transformers 就是这样传的）。
+                    这次的位置（transformers 就是这样传的）；静态缓存的掩码覆盖它的 ``max_len``
+                    个格子。在 CPU 上的掩码若多半另有所指，会收到带改法的
+                    ``mha.checks.MaskWarning``：只含 0 和 1 的浮点掩码（它会加到分数上，表示保留
+                    哪些键的掩码要先 ``.bool()``），或者 ``batch_size == q_len`` 时形状像填充掩码
+                    ``[batch_size, k_len]`` 的二维布尔掩码。
                 is_causal: 加上右下对齐的 [`causal_mask`][mha.full.causal_mask]；与
                     ``attn_mask`` 同时给出时两者都生效。
                 cache: 一个 [`KVCache`][mha.full.KVCache]：把这次算出的键和值追加进去，再对其中
@@ -555,6 +563,7 @@ class MHA(nn.Module):
                     给了 ``context`` 却存着自注意力的键（或者反过来），或者存的上下文批大小、长度
                     与这次不同；没有 ``rope`` 却给了 ``positions``，有 ``rope`` 却给了
                     ``context``，或者有 ``window`` 却没有 ``is_causal``。
+
         """
         # 检查输入；交叉注意力时，键和值来自 context，否则来自 x 本身
         # Check the inputs; keys and values come from context for cross-attention, else from x

@@ -34,13 +34,20 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_flag, _check_integer_tensor, _check_length, _check_number
+from mha.checks import (
+    _autocast_enabled,
+    _check_flag,
+    _check_integer_tensor,
+    _check_length,
+    _check_number,
+)
 
 __all__ = ["RotaryEmbedding", "frequencies"]
 
@@ -201,6 +208,14 @@ def _yarn(per_radian: Tensor, rotary_dims: int, base: float, options: dict) -> t
     return inv_freq, float(attention_factor)
 
 
+def _without_autocast(device_type: str) -> contextlib.AbstractContextManager:
+    """Autocast turned off where it is on (the angles stay float32); where it is off, nothing to
+    enter (the context manager costs more than the angles of one decoding step)."""
+    if _autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
 class RotaryEmbedding(nn.Module):
     """The rotation of each head's queries and keys by their positions.
 
@@ -327,7 +342,7 @@ class RotaryEmbedding(nn.Module):
         # 在 float32 里算，自动混合精度不介入
         # Each position times each pair's frequency: pair i at position m turns by m * inv_freq[i]
         # radians; in float32, whatever autocast says
-        with torch.autocast(positions.device.type, enabled=False):
+        with _without_autocast(positions.device.type):
             angles = positions[..., None].float() * inv_freq  # [..., q_len, rotary_dims // 2]
             # 对 i 的角度放在它的两维上：交错排列时是 2i 和 2i+1，否则是 i 和 i + rotary_dims/2
             # Pair i's angle at both its dims: 2i and 2i+1 interleaved, else i and
@@ -336,8 +351,11 @@ class RotaryEmbedding(nn.Module):
                 angles = angles.repeat_interleave(2, dim=-1)  # [..., q_len, rotary_dims]
             else:
                 angles = torch.cat((angles, angles), dim=-1)  # [..., q_len, rotary_dims]
-            cos = angles.cos() * self.attention_factor  # [..., q_len, rotary_dims]
-            sin = angles.sin() * self.attention_factor  # [..., q_len, rotary_dims]
+            cos = angles.cos()  # [..., q_len, rotary_dims]
+            sin = angles.sin()  # [..., q_len, rotary_dims]
+            if self.attention_factor != 1.0:  # YaRN's (a product by 1.0 changes nothing)
+                cos = cos * self.attention_factor  # [..., q_len, rotary_dims]
+                sin = sin * self.attention_factor  # [..., q_len, rotary_dims]
         return cos, sin
 
     def rotate(self, t: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -385,8 +403,10 @@ class RotaryEmbedding(nn.Module):
             # 每一行有自己的位置：插入头这一维，让所有头共用同一组角度
             # Each row has positions of its own: a heads dim, so every head turns by the same angles
             cos, sin = cos[:, None], sin[:, None]  # [batch_size, 1, q_len, rotary_dims]
-        cos, sin = cos.to(t.dtype), sin.to(t.dtype)
-        turned, passed = t[..., : self.rotary_dims], t[..., self.rotary_dims :]
+        if cos.dtype != t.dtype:
+            cos, sin = cos.to(t.dtype), sin.to(t.dtype)
+        whole = t.size(-1) == self.rotary_dims  # every dim turns: nothing to split and join
+        turned = t if whole else t[..., : self.rotary_dims]
         # 一对 (a, b) 转过角度 θ 得到 (a cos θ - b sin θ, b cos θ + a sin θ)：
         # partner 在 a 的位置放 -b，在 b 的位置放 a
         # A pair (a, b) turned by θ is (a cos θ - b sin θ, b cos θ + a sin θ): partner holds -b
@@ -397,4 +417,4 @@ class RotaryEmbedding(nn.Module):
             first, second = turned.chunk(2, dim=-1)
             partner = torch.cat((-second, first), dim=-1)
         turned = turned * cos + partner * sin
-        return turned if not passed.size(-1) else torch.cat((turned, passed), dim=-1)
+        return turned if whole else torch.cat((turned, t[..., self.rotary_dims :]), dim=-1)

@@ -628,6 +628,8 @@ def test_need_weights_returns_per_head_weights_of_shape_batch_heads_num_q_len_k_
     assert weights.shape == (s.batch_size, s.heads_num, s.q_len, k_len), weights.shape
 
 
+# Random 2-D masks may look like padding masks: the warning of tests/test_traps.py, meant
+@pytest.mark.filterwarnings("ignore::mha.checks.MaskWarning")
 @given(call=weights_calls())
 def test_weights_are_zero_where_masked_and_rows_sum_to_one_or_to_zero_when_fully_masked(call):
     case, context, k_len, kwargs = call
@@ -638,6 +640,8 @@ def test_weights_are_zero_where_masked_and_rows_sum_to_one_or_to_zero_when_fully
     assert_close(weights.sum(dim=-1), row_sums, weights.dtype)
 
 
+# Random 2-D masks may look like padding masks: the warning of tests/test_traps.py, meant
+@pytest.mark.filterwarnings("ignore::mha.checks.MaskWarning")
 @given(call=weights_calls())
 def test_weights_times_the_repeated_values_then_w_o_reproduce_the_output(call):
     case, context, _, kwargs = call
