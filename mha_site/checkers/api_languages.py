@@ -98,7 +98,10 @@ def documented() -> tuple[Documented, ...]:
     found = []
     for identifier in api_identifiers():
         obj = resolve(identifier)
-        found.append(Documented(identifier, obj, inspect.signature(obj), obj.__doc__ or ""))
+        # A typing.Protocol is never built: no arguments (inspect shows Protocol's *args, **kwargs)
+        protocol = inspect.isclass(obj) and getattr(obj, "_is_protocol", False)
+        signature = inspect.Signature() if protocol else inspect.signature(obj)
+        found.append(Documented(identifier, obj, signature, obj.__doc__ or ""))
         if inspect.isclass(obj):
             for name in public_methods(obj):
                 method = vars(obj)[name]
