@@ -176,6 +176,12 @@ class HFAttention(nn.Module):
         mla = isinstance(attention, mha.mla.MLA)
         self.cache = mha.mla.LatentCache() if mla else KVCache()
         self._segments: list[_Segment] = []
+        # transformers' cache tensor as this layer's last write left it: while the layer still
+        # holds that very tensor, nothing reordered, cropped or refilled it (each of those makes
+        # a new tensor), and the next call need not read the placeholders
+        self._written: Tensor | None = None
+        self._marks: Tensor | None = None  # the last placeholders, reused while they fit
+        self._marks_for: tuple | None = None  # (batch_size, q_len, device, stamp) of _marks
 
     def extra_repr(self) -> str:
         """What ``print`` shows between the parentheses: the class replaced and its layer.
@@ -289,6 +295,14 @@ class HFAttention(nn.Module):
     def _follow(self, past_key_values: object) -> None:
         """Bring our cache to what transformers' holds: empty it for a new sequence, follow a
         reorder or crop, or refuse a cache this layer did not fill."""
+        layers = getattr(past_key_values, "layers", None)
+        if (
+            self._written is not None
+            and isinstance(layers, list)
+            and self.layer_idx < len(layers)
+            and getattr(layers[self.layer_idx], "keys", None) is self._written
+        ):
+            return  # untouched since our last write: in step (the case of every decoding step)
         layer = self._layer(past_key_values)
         held = past_key_values.get_seq_length(self.layer_idx)
         if held == 0:
@@ -366,8 +380,12 @@ class HFAttention(nn.Module):
         segment = self._segments[-1]
         b, q_len = hidden_states.size(0), hidden_states.size(1)
         device = hidden_states.device
-        rows = torch.arange(b, device=device)[:, None].expand(b, q_len)  # [batch_size, q_len]
-        stamps = torch.full((b, q_len), segment.stamp, device=device)  # [batch_size, q_len]
-        marks = torch.stack([rows, stamps], dim=-1)[:, None]  # [batch_size, 1, q_len, 2]
+        marks = self._marks  # transformers copies them into its cache: the same may serve again
+        if marks is None or self._marks_for != (b, q_len, device, segment.stamp):
+            rows = torch.arange(b, device=device)[:, None].expand(b, q_len)  # [batch_size, q_len]
+            stamps = torch.full((b, q_len), segment.stamp, device=device)  # [batch_size, q_len]
+            marks = torch.stack([rows, stamps], dim=-1)[:, None]  # [batch_size, 1, q_len, 2]
+            self._marks, self._marks_for = marks, (b, q_len, device, segment.stamp)
         past_key_values.update(marks, marks, self.layer_idx)
+        self._written = past_key_values.layers[self.layer_idx].keys
         segment.end += q_len
