@@ -349,3 +349,44 @@ def test_one_window_for_every_block_and_a_max_len_that_generation_respects():
     message = "the longest prompt (prompts[0], 4 tokens) plus steps (7) is 11 positions, "
     with pytest.raises(ValueError, match="^" + re.escape(message)):
         generate(model, [[1, 2, 3, 4]], 7)
+
+
+@pytest.mark.parametrize("left", [True, False], ids=["left", "right"])
+def test_a_llama_without_a_window_generates_each_prompt_as_alone_padded_either_side(left):
+    torch.manual_seed(0)
+    model = Llama(37, 24, 4, kv_heads=2, qk_norm=True).double().eval()
+    batch = generate(model, PROMPTS, 8, left=left)
+    alone = torch.cat([generate(model, [prompt], 8) for prompt in PROMPTS])
+    assert torch.equal(batch, alone)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda m: m(torch.tensor([[1, 37]])),
+            ValueError,
+            "ids must lie in 0 .. vocab_size - 1 (36), got [[1, 37]]",
+        ),
+        (
+            lambda m: m(torch.tensor([[1, 2]]), positions=torch.tensor([9, 10])),
+            ValueError,
+            "positions must lie in 0 .. max_len - 1 (9), got [9, 10]",
+        ),
+        (
+            lambda m: m(torch.tensor([[1] * 11])),
+            ValueError,
+            "len(cache) (0) plus q_len (11) is 11 positions, more than max_len (10)",
+        ),
+        (
+            lambda m: m(torch.tensor([[1]]), cache=ModelCache(3)),
+            ValueError,
+            "cache must have one layer per block (2), got 3",
+        ),
+    ],
+    ids=["id-too-large", "position-too-large", "too-long", "cache-layers"],
+)
+def test_the_llamas_forward_checks_its_input(call, error, message):
+    model = Llama(37, 24, 4, max_len=10)
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        call(model)
