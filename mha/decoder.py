@@ -1466,12 +1466,6 @@ def _check_generate(
     _check_number("temperature", temperature)
     if not temperature >= 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
-    for name, value in (("top_k", top_k), ("top_p", top_p)):
-        if value is not None and temperature == 0:
-            raise ValueError(
-                f"{name} ({value}) chooses among the tokens to sample from: it needs a "
-                "temperature above 0, got temperature=0 (greedy)"
-            )
     if top_k is not None:
         _check_length("top_k", top_k, positive=True)
         if top_k > model.vocab_size:
@@ -1482,6 +1476,12 @@ def _check_generate(
         _check_number("top_p", top_p)
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must lie in (0, 1], got {top_p}")
+    for name, value in (("top_k", top_k), ("top_p", top_p)):
+        if value is not None and temperature == 0:
+            raise ValueError(
+                f"{name} ({value}) chooses among the tokens to sample from: it needs a "
+                "temperature above 0, got temperature=0 (greedy)"
+            )
     if generator is not None:
         if not isinstance(generator, torch.Generator):
             raise TypeError(
