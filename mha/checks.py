@@ -175,6 +175,35 @@ def _check_mask(
     raise ValueError(f"attn_mask of shape {list(mask.shape)} must broadcast to {said}")
 
 
+def _check_rotations(
+    rotations: object, positions: Tensor | None, x: Tensor, rope: torch.nn.Module | None
+) -> None:
+    """``rotations``, a model's cos and sin for this call, against the module's ``rope``."""
+    if rope is None:
+        raise ValueError("rotations are what rope turns by, and this MHA has no rope")
+    if positions is not None:
+        raise ValueError("pass positions or rotations (the cos and sin of positions), not both")
+    if not (isinstance(rotations, tuple | list) and len(rotations) == 2) or not all(
+        isinstance(t, Tensor) and t.is_floating_point() for t in rotations
+    ):
+        raise TypeError(
+            "rotations must be (cos, sin), two floating-point tensors, got "
+            f"{type(rotations).__name__}"
+        )
+    cos, sin = rotations
+    q_len, dims = x.size(1), rope.rotary_dims
+    shapes = [(q_len, dims), *((b, q_len, dims) for b in {1, x.size(0)})]
+    if cos.shape not in shapes or sin.shape != cos.shape:
+        raise ValueError(
+            f"rotations must be cos and sin of [q_len, rotary_dims] = {[q_len, dims]} or "
+            f"[batch_size or 1, q_len, rotary_dims], got {list(cos.shape)} and {list(sin.shape)}"
+        )
+    if cos.device != x.device or sin.device != x.device:
+        raise ValueError(
+            f"rotations must be on the input's device {x.device}, got {cos.device} and {sin.device}"
+        )
+
+
 class MaskWarning(UserWarning):
     """A mask that is valid but looks like another convention's (transformers' or a padding
     mask), so it likely means something else than what ``mha`` reads."""

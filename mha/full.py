@@ -52,6 +52,7 @@ from mha.checks import (
     _check_mask,
     _check_number,
     _check_positions,
+    _check_rotations,
     check_input,
     check_sizes,
 )
@@ -468,6 +469,7 @@ class MHA(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
         positions: Tensor | None = None,
+        rotations: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Let each position of ``x`` attend to the positions of ``x`` (or of ``context``).
 
@@ -499,6 +501,10 @@ class MHA(nn.Module):
                 ``[batch_size, q_len]`` when each row has its own (a left-padded batch). ``None``
                 (the default) means ``len(cache) + arange(q_len)``: the positions right after
                 those in the cache (``0 .. q_len - 1`` without one).
+            rotations: with ``rope``, instead of ``positions``: the cosines and sines that
+                ``rope(positions)`` gives, ``[q_len, rotary_dims]`` or ``[batch_size or 1,
+                q_len, rotary_dims]`` each, for a model that computes them once for all its
+                layers (transformers passes its own as ``position_embeddings``).
 
         Returns:
             ``[batch_size, q_len, hidden_size]``; with ``need_weights``, also the weights
@@ -549,6 +555,10 @@ class MHA(nn.Module):
                     （左填充的一批）是 ``[batch_size, q_len]``。默认 ``None`` 表示
                     ``len(cache) + arange(q_len)``：紧接在缓存里已有的位置之后（没有缓存时就是
                     0–``q_len - 1``）。
+                rotations: 有 ``rope`` 时可以代替 ``positions``：``rope(positions)`` 给出的余弦和
+                    正弦，各为 ``[q_len, rotary_dims]`` 或 ``[batch_size 或 1, q_len, rotary_dims]``，
+                    供所有层只算一次角度的模型使用（transformers 以 ``position_embeddings`` 传入它
+                    自己算的）。
 
             返回：
                 ``[batch_size, q_len, hidden_size]``；``need_weights`` 为真时再返回注意力权重
@@ -576,7 +586,7 @@ class MHA(nn.Module):
             )
         _check_flag("is_causal", is_causal)
         _check_flag("need_weights", need_weights)
-        self._check_options(context, is_causal, positions, x)
+        self._check_options(context, is_causal, positions, x, rotations)
         reuse = self._check_cache(cache, context, x)  # the cache holds the context's keys and values
         static = cache is not None and cache.static  # attends over its whole buffer, masked
         held = 0 if cache is None or static else len(cache)
@@ -615,11 +625,12 @@ class MHA(nn.Module):
             # 旋转位置编码：查询和新的键按各自的位置旋转，键在存进缓存之前就转好
             # Rotary embeddings: the queries and the new keys turn by their positions, the keys
             # before they enter the cache
-            if positions is None and static:
+            if rotations is None and positions is None and static:
                 positions = cache.next_positions(x.size(1), x.device)  # [q_len], from a tensor
-            elif positions is None:
+            elif rotations is None and positions is None:
                 positions = torch.arange(held, held + x.size(1), device=x.device)  # [q_len]
-            turns = self.rope(positions)  # cos and sin of the angles, each [..., q_len, rotary_dims]
+            # cos and sin of the angles, each [..., q_len, rotary_dims] (or the caller's, the same)
+            turns = self.rope(positions) if rotations is None else rotations
             q = self.rope.rotate(q, *turns)  # [batch_size, heads_num, q_len, head_size]
             k = self.rope.rotate(k, *turns)  # [batch_size, kv_heads, q_len, head_size]
 
@@ -811,13 +822,18 @@ class MHA(nn.Module):
                 # 浮点掩码换成 q 的 dtype：有限值截到它的范围之内（不会变成 -inf），-inf 保持不变
                 # A float mask in q's dtype: finite values clamped to its range (never -inf)
                 attn_mask = float_mask_as(attn_mask, q.dtype)  # [..., k_len]
-        if not is_causal:
-            return attn_mask
+        if not is_causal or (q_len == 1 and (self.window or k_len) >= k_len):
+            return attn_mask  # a single (newest) query sees every key: the causal mask is all True
         causal = causal_mask(q_len, k_len, device=q.device, window=self.window)  # [q_len, k_len]
         return and_causal(attn_mask, causal)
 
     def _check_options(
-        self, context: Tensor | None, is_causal: bool, positions: Tensor | None, x: Tensor
+        self,
+        context: Tensor | None,
+        is_causal: bool,
+        positions: Tensor | None,
+        x: Tensor,
+        rotations: tuple[Tensor, Tensor] | None = None,
     ) -> None:
         """The options of today's models, against this call's arguments."""
         if self.window is not None and not is_causal:
@@ -830,6 +846,8 @@ class MHA(nn.Module):
                 "this MHA has rotary embeddings (rope), which rotate self-attention's queries and "
                 "keys by their positions: context= (cross-attention) has no such positions"
             )
+        if rotations is not None:
+            _check_rotations(rotations, positions, x, self.rope)
         if positions is None:
             return
         if self.rope is None:

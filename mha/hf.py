@@ -11,7 +11,7 @@ takes transformers' calling convention and turns it into ``mha``'s:
 | a boolean ``[batch, 1, q_len, k_len]`` (sdpa)          | ``attn_mask=``, True = may attend |
 | an additive float ``[batch, 1, q_len, k_len]`` (eager) | ``attn_mask=``, added           |
 | ``position_ids`` ``[1, q_len]`` or ``[batch, q_len]``  | ``positions=`` as it is         |
-| ``position_embeddings`` (its cos and sin)              | not read: the module's ``rope`` |
+| ``position_embeddings`` (its cos and sin)              | ``rotations=`` (MLA: its ``rope``) |
 | ``past_key_values`` (a ``DynamicCache``)               | its own cache, kept in step     |
 
 The masks need no conversion: ``mha.full.MHA`` takes a boolean mask with the polarity of
@@ -175,6 +175,15 @@ class HFAttention(nn.Module):
         self.is_causal = True  # as transformers' attention layers say of themselves
         mla = isinstance(attention, mha.mla.MLA)
         self.cache = mha.mla.LatentCache() if mla else KVCache()
+        # An MHA whose rope rotates whole heads, halves paired (the Llama family's layout):
+        # transformers' position_embeddings are its tables; MLA rotates interleaved pairs
+        rope = getattr(attention, "rope", None)
+        self._rotates_as_transformers = (
+            not mla
+            and rope is not None
+            and not rope.interleaved
+            and rope.rotary_dims == attention.head_size
+        )
         self._segments: list[_Segment] = []
         # transformers' cache tensor as this layer's last write left it: while the layer still
         # holds that very tensor, nothing reordered, cropped or refilled it (each of those makes
@@ -210,8 +219,10 @@ class HFAttention(nn.Module):
 
         Args:
             hidden_states: ``[batch_size, q_len, hidden_size]``.
-            position_embeddings: transformers' cos and sin; not read (the module rotates by
-                ``position_ids`` with its own ``rope``, which gives the same tables).
+            position_embeddings: transformers' cos and sin, computed once for all layers: an
+                ``MHA`` rotates by them (``rotations=``), the very tables its own ``rope`` makes
+                for ``position_ids`` (tests/test_swap.py checks them bit for bit); an ``MLA``,
+                whose pairs are interleaved, rotates by ``position_ids`` with its own ``rope``.
             attention_mask: ``None`` (the causal mask alone), a boolean
                 ``[batch_size, 1, q_len, k_len]`` (True = may attend) or an additive float mask
                 of that shape, as the model builds it.
@@ -237,8 +248,10 @@ class HFAttention(nn.Module):
 
             参数：
                 hidden_states: 输入，``[batch_size, q_len, hidden_size]``。
-                position_embeddings: transformers 算好的 cos 和 sin；不读取（模块按
-                    ``position_ids`` 用自己的 ``rope`` 旋转，得到的表相同）。
+                position_embeddings: transformers 为所有层只算一次的 cos 和 sin：``MHA`` 直接按它们
+                    旋转（``rotations=``），它们正是模块自己的 ``rope`` 对 ``position_ids`` 算出的表
+                    （tests/test_swap.py 逐位核对）；``MLA`` 的维度对是交错排列的，仍按
+                    ``position_ids`` 用自己的 ``rope`` 旋转。
                 attention_mask: ``None``（只有因果掩码）、布尔掩码 ``[batch_size, 1, q_len, k_len]``
                     （True 表示可以关注），或者同样形状、加到分数上的浮点掩码，都是模型构建好的。
                 past_key_values: transformers 的缓存（``DynamicCache``），或 ``None``（不用缓存：
@@ -260,12 +273,14 @@ class HFAttention(nn.Module):
         if past_key_values is not None:
             self._follow(past_key_values)
             cache = self.cache
+        if position_embeddings is not None and self._rotates_as_transformers:
+            # transformers' cos and sin, computed once for all layers: the tables this module's
+            # rope makes for position_ids (tests/test_swap.py), not computed again per layer
+            where = dict(rotations=tuple(position_embeddings))
+        else:
+            where = dict(positions=position_ids)
         out = self.attention(
-            hidden_states,
-            attn_mask=attention_mask,
-            is_causal=True,
-            cache=cache,
-            positions=position_ids,
+            hidden_states, attn_mask=attention_mask, is_causal=True, cache=cache, **where
         )
         if past_key_values is not None:
             self._mark(past_key_values, hidden_states)

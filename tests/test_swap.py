@@ -486,3 +486,38 @@ def test_restore_without_a_swap_is_refused(llama):
 def test_something_else_than_a_module_is_refused(call):
     with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module, got dict"):
         call({})
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "qwen3-yarn"])
+def test_transformers_rotary_tables_are_the_modules_own_so_a_swapped_layer_reads_them(
+    family, dtype
+):
+    """A swapped layer of the Llama family rotates by transformers' position_embeddings (computed
+    once for all layers) instead of computing them again: the same tables, bit for bit, as its
+    own rope gives for the positions, in every dtype (transformers casts them to the model's)."""
+    if family == "qwen3-yarn":
+        config = FAMILIES["qwen3"]()
+        config.rope_parameters = {
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 16,
+        }
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    else:
+        model = build(family, dtype)
+    swapped = swap_attention(copy.deepcopy(model))
+    positions = torch.tensor([[0, 1, 5, 40, 63]])
+    hidden = torch.zeros(1, 5, model.config.hidden_size, dtype=dtype)
+    cos, sin = model.model.rotary_emb(hidden, positions)
+    for layer in ours_of(swapped):
+        assert layer._rotates_as_transformers
+        mine = layer.attention.rope(positions)
+        assert torch.equal(cos, mine[0].to(dtype)) and torch.equal(sin, mine[1].to(dtype))
+
+
+def test_mla_layers_rotate_by_their_own_tables():
+    # DeepSeek-V3's transformers tables pair halves; its layers rotate interleaved pairs
+    swapped = swap_attention(build("deepseek_v3"))
+    assert not any(layer._rotates_as_transformers for layer in ours_of(swapped))
