@@ -469,6 +469,48 @@ def table_generate(results: dict, language: str) -> str:
     return markdown_table(header, rows)
 
 
+def table_hf_decode(results: dict, language: str) -> str:
+    header = [
+        tr(language, "layer", "层"),
+        tr(language, "positions held", "缓存里的位置数"),
+        tr(language, "mha (µs)", "mha（微秒）"),
+        tr(language, "transformers (µs)", "transformers（微秒）"),
+        tr(language, "mha ÷ transformers", "mha ÷ transformers"),
+    ]
+    rows = [
+        [
+            f"{r['hidden_size']}, {r['heads']}/{r['kv_heads']}",
+            str(r["seq_len"]),
+            number(r["mha_us"]),
+            number(r["hf_us"]),
+            f"{r['ratio_vs_hf']:.2f}",
+        ]
+        for r in results["hf_decode"]
+    ]
+    return markdown_table(header, rows)
+
+
+def table_hf_generate(results: dict, language: str) -> str:
+    header = [
+        tr(language, "prompts", "提示数"),
+        tr(language, "new tokens each", "每个提示续写的位置数"),
+        tr(language, "swapped (tokens/s)", "换上 mha（位置/秒）"),
+        tr(language, "transformers (tokens/s)", "transformers（位置/秒）"),
+        tr(language, "time ÷ transformers'", "用时 ÷ transformers 的"),
+    ]
+    rows = [
+        [
+            str(r["batch_size"]),
+            str(r["steps"]),
+            number(r["mha_tokens_s"]),
+            number(r["hf_tokens_s"]),
+            f"{r['ratio_vs_hf']:.2f}",
+        ]
+        for r in results["hf_generate"]
+    ]
+    return markdown_table(header, rows)
+
+
 def table_gqa(results: dict, language: str) -> str:
     header = [
         tr(language, "heads", "头数"),
@@ -744,6 +786,8 @@ TABLES = {
     "memory-masked": table_memory_masked,
     "decode": table_decode,
     "generate": table_generate,
+    "hf-decode": table_hf_decode,
+    "hf-generate": table_hf_generate,
     "mla": table_mla,
     "mla-absorb": table_mla_absorb,
     "gqa": table_gqa,

@@ -25,10 +25,23 @@ from mha.bench.cases import (
     parallel,
     parts,
     rounding,
+    transformers,
 )
 from mha.bench.context import Context
 
-CASES = (forward, parts, backward, decode, generate, mla, gqa, memory, parallel, rounding)
+CASES = (
+    forward,
+    parts,
+    backward,
+    decode,
+    generate,
+    transformers,
+    mla,
+    gqa,
+    memory,
+    parallel,
+    rounding,
+)
 
 
 def run(context: Context, cases=CASES) -> dict:
