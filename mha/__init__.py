@@ -20,8 +20,9 @@
   (FlashAttention's idea in plain PyTorch), and the rule that merges two partial results.
 - [`mha.parallel`][mha.parallel] -- attention across devices on ``torch.distributed``: the
   heads split across ranks (tensor parallelism) and the sequence (ring attention).
-- [`mha.decoder`][mha.decoder] -- a decoder-only language model on the full version, and batched
-  generation and beam search with its cache.
+- [`mha.decoder`][mha.decoder] -- decoder-only language models on the full version (GPT-2
+  style, and a Llama that loads transformers' Llama, Mistral and Qwen models), and batched
+  generation and beam search with its cache, through a documented model interface.
 - [`mha.masks`][mha.masks], [`mha.cache`][mha.cache], [`mha.norm`][mha.norm] -- the masks, the
   KV cache and RMSNorm that the full version and MLA share (``mha.full`` re-exports them).
 - [`mha.checks`][mha.checks] -- the argument checks they share.
