@@ -471,7 +471,7 @@ def table_generate(results: dict, language: str) -> str:
 
 def table_hf_decode(results: dict, language: str) -> str:
     header = [
-        tr(language, "layer", "层"),
+        tr(language, "width, heads/kv_heads", "宽度，头数/kv_heads"),
         tr(language, "positions held", "缓存里的位置数"),
         tr(language, "mha (µs)", "mha（微秒）"),
         tr(language, "transformers (µs)", "transformers（微秒）"),
