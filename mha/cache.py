@@ -287,8 +287,12 @@ class KVCache:
             # Autograd can see the cache: writing in place would change tensors saved for the
             # backward pass, so concatenate into new tensors instead
             if held > 0:
-                keys = torch.cat([self.keys, keys], dim=2)  # [batch_size, kv_heads, held + new_len, head_size]
-                values = torch.cat([self.values, values], dim=2)  # [batch_size, kv_heads, held + new_len, head_size]
+                keys = torch.cat(
+                    [self.keys, keys], dim=2
+                )  # [batch_size, kv_heads, held + new_len, head_size]
+                values = torch.cat(
+                    [self.values, values], dim=2
+                )  # [batch_size, kv_heads, held + new_len, head_size]
             self._keys, self._values = keys, values
             self._offset = 0
         else:
@@ -300,8 +304,12 @@ class KVCache:
                 # the positions held, to its front (freeing what a sliding window dropped)
                 capacity = max(held + new_len, 2 * held) if self.max_len is None else self.max_len
                 with _ordinary_tensors():
-                    self._keys = _grown(self._keys, keys, self._offset, held, capacity)  # [batch_size, kv_heads, capacity, head_size]
-                    self._values = _grown(self._values, values, self._offset, held, capacity)  # [batch_size, kv_heads, capacity, head_size]
+                    self._keys = _grown(
+                        self._keys, keys, self._offset, held, capacity
+                    )  # [batch_size, kv_heads, capacity, head_size]
+                    self._values = _grown(
+                        self._values, values, self._offset, held, capacity
+                    )  # [batch_size, kv_heads, capacity, head_size]
                 self._offset = 0
                 start, end = held, held + new_len
             # 只写入新的位置：之前取出的 keys、values 视图不受影响
@@ -336,9 +344,7 @@ class KVCache:
         start = self._length.to(device) if self.static else len(self)
         return start + torch.arange(new, device=device)
 
-    def append_static(
-        self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None
-    ) -> None:
+    def append_static(self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None) -> None:
         """Write new keys and values at their positions in a static cache's buffer: at
         ``next_positions`` (before the call). The attention then reads the whole buffer
         (``keys``, ``values``) and masks out what it must not see (``mha.masks.held_mask``).
@@ -350,9 +356,9 @@ class KVCache:
                 buffer is written out of place (a new tensor), not in place.
 
         Raises:
-            ValueError: the cache is not static, or (checked outside ``torch.compile``, where
-                reading the length does not wait for the device) would hold more than ``max_len``
-                positions; or as for ``append``.
+            ValueError: the cache is not static, or (checked outside ``torch.compile`` and
+                CUDA graph capture, where reading the length is allowed) would hold more than
+                ``max_len`` positions; or as for ``append``.
             TypeError: as for ``append``.
 
         中文:
@@ -367,15 +373,17 @@ class KVCache:
                     新张量。
 
             异常：
-                ValueError: 缓存不是静态的，或者（在 ``torch.compile`` 之外检查：那里读长度不必等
-                    设备）写入之后会超过 ``max_len`` 个位置；其余与 ``append`` 相同。
+                ValueError: 缓存不是静态的，或者（在 ``torch.compile`` 和 CUDA graph 捕获之外检查：
+                    那里才能读长度）写入之后会超过 ``max_len`` 个位置；其余与 ``append`` 相同。
                 TypeError: 与 ``append`` 相同。
         """
         if not self.static:
-            raise ValueError("append_static writes a static cache (KVCache(static=True)); use append")
+            raise ValueError(
+                "append_static writes a static cache (KVCache(static=True)); use append"
+            )
         self._check(keys, values)
         new = keys.size(2)
-        if not torch.compiler.is_compiling() and len(self) + new > self.max_len:
+        if _may_read_the_length() and len(self) + new > self.max_len:
             raise ValueError(
                 f"cache holds at most max_len ({self.max_len}) positions; it holds {len(self)} "
                 f"and this call adds {new}: crop or reset it, or create it with a larger max_len"
@@ -386,16 +394,24 @@ class KVCache:
             # max_len buffer, once
             held = 0 if self._keys is None else self._keys.size(2)
             with _ordinary_tensors():
-                self._keys = _grown(self._keys, keys, 0, held, self.max_len, zeros=True)  # [batch_size, kv_heads, max_len, head_size]
-                self._values = _grown(self._values, values, 0, held, self.max_len, zeros=True)  # [batch_size, kv_heads, max_len, head_size]
+                self._keys = _grown(
+                    self._keys, keys, 0, held, self.max_len, zeros=True
+                )  # [batch_size, kv_heads, max_len, head_size]
+                self._values = _grown(
+                    self._values, values, 0, held, self.max_len, zeros=True
+                )  # [batch_size, kv_heads, max_len, head_size]
                 self._length = self._length.to(keys.device)  # []
         at = self._length + torch.arange(new, device=keys.device)  # [new_len]
         if self._recorded(keys, values, queries):
             # 自动求导看得到缓存：写成新张量，反向传播要用的旧缓冲区保持不变
             # Autograd can see the cache: write into new tensors, leaving the old buffers (which
             # the backward pass may need) unchanged
-            self._keys = self._keys.index_copy(2, at, keys)  # [batch_size, kv_heads, max_len, head_size]
-            self._values = self._values.index_copy(2, at, values)  # [batch_size, kv_heads, max_len, head_size]
+            self._keys = self._keys.index_copy(
+                2, at, keys
+            )  # [batch_size, kv_heads, max_len, head_size]
+            self._values = self._values.index_copy(
+                2, at, values
+            )  # [batch_size, kv_heads, max_len, head_size]
         else:
             self._keys.index_copy_(2, at, keys)
             self._values.index_copy_(2, at, values)
@@ -586,8 +602,12 @@ class KVCache:
         # The whole buffer, row by row (out of place: views taken earlier, and tensors the backward
         # pass saved, stay unchanged)
         with _ordinary_tensors():
-            self._keys = self._keys.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
-            self._values = self._values.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
+            self._keys = self._keys.index_select(
+                0, index
+            )  # [new_batch_size, kv_heads, capacity, head_size]
+            self._values = self._values.index_select(
+                0, index
+            )  # [new_batch_size, kv_heads, capacity, head_size]
 
     def reset(self) -> None:
         """Empty the cache, as new (``max_len`` kept): the next call may bring another batch size,
@@ -715,7 +735,9 @@ class KVCache:
         if values.dtype != keys.dtype:
             raise TypeError(f"values must have the keys' dtype {keys.dtype}, got {values.dtype}")
         if values.device != keys.device:
-            raise ValueError(f"values must be on the keys' device {keys.device}, got {values.device}")
+            raise ValueError(
+                f"values must be on the keys' device {keys.device}, got {values.device}"
+            )
         if self._keys is None:
             return
         held = self._sizes(self._keys, self._values)
@@ -731,6 +753,15 @@ class KVCache:
             raise ValueError(
                 f"cache is on device {self._keys.device}, this call's input is on {keys.device}"
             )
+
+
+def _may_read_the_length() -> bool:
+    """Whether a static cache may read its length tensor as a number: not while compiling (a
+    graph break) nor while a CUDA graph is being captured (reading waits for the device, which a
+    capture forbids)."""
+    if torch.compiler.is_compiling():
+        return False
+    return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
 def _ordinary_tensors() -> contextlib.AbstractContextManager:

@@ -77,3 +77,33 @@ def test_a_compiled_decode_step_with_a_cache_equals_the_reference(dtype):
             for i in range(16, 24)
         ]
     assert relative(torch.cat(outs, dim=1), expected) < BOUND[dtype]
+
+
+def test_a_static_cache_step_is_captured_once_by_a_cuda_graph_and_replayed_every_step():
+    """A static cache keeps the shapes and reads no number on the host: one CUDA graph of a
+    decoding step, replayed at each position, equals the dynamic cache's steps."""
+    from mha.rope import RotaryEmbedding
+
+    torch.manual_seed(0)
+    model = MHA(64, 4, kv_heads=2, rope=RotaryEmbedding(16)).cuda().eval()
+    x = torch.randn(1, 20, 64, device="cuda")
+    static, dynamic = KVCache(max_len=32, static=True), KVCache()
+    with torch.no_grad():
+        model(x[:, :4], is_causal=True, cache=static)
+        model(x[:, :4], is_causal=True, cache=dynamic)
+        new = x[:, 4:5].clone()  # the graph's input: each step copies its position into it
+        side = torch.cuda.Stream()  # warm up off the default stream, as capture asks
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            model(new, is_causal=True, cache=static)
+        torch.cuda.current_stream().wait_stream(side)
+        static.crop(4)  # the warm-up's position taken back
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = model(new, is_causal=True, cache=static)
+        for s in range(4, 20):
+            new.copy_(x[:, s : s + 1])
+            graph.replay()
+            want = model(x[:, s : s + 1], is_causal=True, cache=dynamic)
+            assert relative(out, want.double().cpu()) < BOUND[torch.float32], s
+    assert len(static) == 20

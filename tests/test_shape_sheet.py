@@ -16,7 +16,7 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
     """The sheet's calls take the math path with boolean masks and the 2017 layer's options: the
     rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
     of today's options (q/k norm, rotary embeddings, a sliding window's cache and its call longer
-    than max_len, a given scale),
+    than max_len, a given scale) and of a static cache,
     which their own chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
@@ -27,10 +27,16 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         lines[n - 1].split("=", 1)[1].split("#")[0].strip() for n in commented - shown
     )
     assert left_out == [
+        "and_causal(attn_mask, seen)",  # a static cache's mask of the slots held
         "attn_mask[..., -k.size(2) :]",
         "cache.keys",  # held_keys: a sliding window's call longer than the cache's max_len
+        "cache.keys",  # a static cache's whole buffer
+        "cache.next_positions(x.size(1), x.device)",  # a static cache's positions, twice
+        "cache.next_positions(x.size(1), x.device)",
+        "cache.values",
         "cache.values",
         "float_mask_as(attn_mask, q.dtype)",
+        "held_mask(at, cache.max_len, is_causal=is_causal, window=self.window)",
         'mask != float("-inf")',
         "qk + mask",
         "self._attend_fast(q, k, v, attn_mask, is_causal)",

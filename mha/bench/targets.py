@@ -453,7 +453,7 @@ TARGETS = (
     ),
     Target(
         name=(
-            "one decoding step of a small layer, mha / transformers' LlamaAttention (eager), "
+            "one decoding step of a small layer, mha / the transformers LlamaAttention (eager), "
             "{seq_len} positions held",
             "小层的一步解码，mha / transformers 的 LlamaAttention（eager），"
             "缓存里有 {seq_len} 个位置",
@@ -466,8 +466,8 @@ TARGETS = (
     ),
     Target(
         name=(
-            "greedy generation of one prompt, time per token, attention swapped for mha's / "
-            "transformers' own",
+            "greedy generation of one prompt, time per token, attention swapped for mha / the "
+            "transformers model unswapped",
             "一个提示的贪心生成，每个位置的用时，注意力换成 mha 的 / transformers 自己的",
         ),
         metric="ratio_vs_hf",
