@@ -287,12 +287,8 @@ class KVCache:
             # Autograd can see the cache: writing in place would change tensors saved for the
             # backward pass, so concatenate into new tensors instead
             if held > 0:
-                keys = torch.cat(
-                    [self.keys, keys], dim=2
-                )  # [batch_size, kv_heads, held + new_len, head_size]
-                values = torch.cat(
-                    [self.values, values], dim=2
-                )  # [batch_size, kv_heads, held + new_len, head_size]
+                keys = torch.cat([self.keys, keys], dim=2)  # [batch_size, kv_heads, held + new_len, head_size]
+                values = torch.cat([self.values, values], dim=2)  # [batch_size, kv_heads, held + new_len, head_size]
             self._keys, self._values = keys, values
             self._offset = 0
         else:
@@ -304,12 +300,8 @@ class KVCache:
                 # the positions held, to its front (freeing what a sliding window dropped)
                 capacity = max(held + new_len, 2 * held) if self.max_len is None else self.max_len
                 with _ordinary_tensors():
-                    self._keys = _grown(
-                        self._keys, keys, self._offset, held, capacity
-                    )  # [batch_size, kv_heads, capacity, head_size]
-                    self._values = _grown(
-                        self._values, values, self._offset, held, capacity
-                    )  # [batch_size, kv_heads, capacity, head_size]
+                    self._keys = _grown(self._keys, keys, self._offset, held, capacity)  # [batch_size, kv_heads, capacity, head_size]
+                    self._values = _grown(self._values, values, self._offset, held, capacity)  # [batch_size, kv_heads, capacity, head_size]
                 self._offset = 0
                 start, end = held, held + new_len
             # 只写入新的位置：之前取出的 keys、values 视图不受影响
@@ -344,7 +336,9 @@ class KVCache:
         start = self._length.to(device) if self.static else len(self)
         return start + torch.arange(new, device=device)
 
-    def append_static(self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None) -> None:
+    def append_static(
+        self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None
+    ) -> None:
         """Write new keys and values at their positions in a static cache's buffer: at
         ``next_positions`` (before the call). The attention then reads the whole buffer
         (``keys``, ``values``) and masks out what it must not see (``mha.masks.held_mask``).
@@ -378,9 +372,7 @@ class KVCache:
                 TypeError: 与 ``append`` 相同。
         """
         if not self.static:
-            raise ValueError(
-                "append_static writes a static cache (KVCache(static=True)); use append"
-            )
+            raise ValueError("append_static writes a static cache (KVCache(static=True)); use append")
         self._check(keys, values)
         new = keys.size(2)
         if _may_read_the_length() and len(self) + new > self.max_len:
@@ -394,24 +386,16 @@ class KVCache:
             # max_len buffer, once
             held = 0 if self._keys is None else self._keys.size(2)
             with _ordinary_tensors():
-                self._keys = _grown(
-                    self._keys, keys, 0, held, self.max_len, zeros=True
-                )  # [batch_size, kv_heads, max_len, head_size]
-                self._values = _grown(
-                    self._values, values, 0, held, self.max_len, zeros=True
-                )  # [batch_size, kv_heads, max_len, head_size]
+                self._keys = _grown(self._keys, keys, 0, held, self.max_len, zeros=True)  # [batch_size, kv_heads, max_len, head_size]
+                self._values = _grown(self._values, values, 0, held, self.max_len, zeros=True)  # [batch_size, kv_heads, max_len, head_size]
                 self._length = self._length.to(keys.device)  # []
         at = self._length + torch.arange(new, device=keys.device)  # [new_len]
         if self._recorded(keys, values, queries):
             # 自动求导看得到缓存：写成新张量，反向传播要用的旧缓冲区保持不变
             # Autograd can see the cache: write into new tensors, leaving the old buffers (which
             # the backward pass may need) unchanged
-            self._keys = self._keys.index_copy(
-                2, at, keys
-            )  # [batch_size, kv_heads, max_len, head_size]
-            self._values = self._values.index_copy(
-                2, at, values
-            )  # [batch_size, kv_heads, max_len, head_size]
+            self._keys = self._keys.index_copy(2, at, keys)  # [batch_size, kv_heads, max_len, head_size]
+            self._values = self._values.index_copy(2, at, values)  # [batch_size, kv_heads, max_len, head_size]
         else:
             self._keys.index_copy_(2, at, keys)
             self._values.index_copy_(2, at, values)
@@ -602,12 +586,8 @@ class KVCache:
         # The whole buffer, row by row (out of place: views taken earlier, and tensors the backward
         # pass saved, stay unchanged)
         with _ordinary_tensors():
-            self._keys = self._keys.index_select(
-                0, index
-            )  # [new_batch_size, kv_heads, capacity, head_size]
-            self._values = self._values.index_select(
-                0, index
-            )  # [new_batch_size, kv_heads, capacity, head_size]
+            self._keys = self._keys.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
+            self._values = self._values.index_select(0, index)  # [new_batch_size, kv_heads, capacity, head_size]
 
     def reset(self) -> None:
         """Empty the cache, as new (``max_len`` kept): the next call may bring another batch size,
@@ -735,9 +715,7 @@ class KVCache:
         if values.dtype != keys.dtype:
             raise TypeError(f"values must have the keys' dtype {keys.dtype}, got {values.dtype}")
         if values.device != keys.device:
-            raise ValueError(
-                f"values must be on the keys' device {keys.device}, got {values.device}"
-            )
+            raise ValueError(f"values must be on the keys' device {keys.device}, got {values.device}")
         if self._keys is None:
             return
         held = self._sizes(self._keys, self._values)
