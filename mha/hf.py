@@ -12,7 +12,7 @@ takes transformers' calling convention and turns it into ``mha``'s:
 | an additive float ``[batch, 1, q_len, k_len]`` (eager) | ``attn_mask=``, added           |
 | ``position_ids`` ``[1, q_len]`` or ``[batch, q_len]``  | ``positions=`` as it is         |
 | ``position_embeddings`` (its cos and sin)              | ``rotations=`` (MLA: its ``rope``) |
-| ``past_key_values`` (a ``DynamicCache``)               | its own cache, kept in step     |
+| ``past_key_values`` (a ``DynamicCache``)               | ``cache=``, the same storage    |
 
 The masks need no conversion: ``mha.full.MHA`` takes a boolean mask with the polarity of
 ``scaled_dot_product_attention`` and adds a float one, as transformers' eager path does; on a
@@ -21,33 +21,23 @@ accepts too. ``is_causal=True`` is always passed: transformers' attention is cau
 ``MHA``'s causal mask (lower-right aligned, with the window) is the one transformers' mask
 already holds, so the two together are that mask.
 
-**The cache.** Each layer keeps ``mha``'s own cache (a [`KVCache`][mha.cache.KVCache], a
-[`LatentCache`][mha.mla.LatentCache] for MLA): the keys and values live there. transformers'
-cache must stay consistent all the same, because transformers derives its masks and positions
-from its cache's length (``get_seq_length``): left empty, it would build the masks of a first
-call at every step and nothing would fail. So the layer writes into transformers' cache, at each
-call, one small integer placeholder per new position, ``[batch, 1, q_len, 2]``: the row it was
-written for and a stamp. These placeholders, not hooks, keep the two caches together:
-transformers moves its own tensors when it reorders (beam search's ``reorder_cache``),
-repeats (``batch_repeat_interleave``), selects (``batch_select_indices``) or crops (``crop``)
-its cache, or when a user does the same or copies it, and the next call reads from the last
-position held which of our rows each of its rows now is, and how long it is. The layer then
-reorders and crops its own cache to match. Hooking those methods on each cache object would
-miss what a hook does not know (a layer's own ``crop``, a ``copy.deepcopy`` that copies the
-hooks with the cache, a method a later transformers adds); storing the real keys and values in
-transformers' cache would copy every held key at every step. The stamp changes whenever our
-rows change (a new sequence, a reorder, a crop), so a cache whose last position this layer did
-not write in its present state (a cache filled before the swap, by another model, for another
-sequence, or a copy taken before a crop) is an error, never a silent mix:
+**The cache.** The keys and values live in transformers' own cache, written through its
+``update``, exactly as its own attention layers write theirs: a [`KVCache`][mha.cache.KVCache]
+(for MLA a [`LatentCache`][mha.mla.LatentCache]) whose storage is one layer of transformers'
+``DynamicCache`` ([`TransformersKVCache`][mha.hf.TransformersKVCache]) is what ``MHA.forward``
+receives. So there is one cache, and transformers' length, its masks and positions, its
+reorders for beam search, its repeats, selections and crops are right by construction: nothing
+to follow, nothing that can fall out of step, no second copy of the keys. A cache transformers'
+own layers filled before the swap holds the same keys (rotated, after the q/k norm) and values,
+and the swapped layer continues it; a cache of another layout (another model's) is a
+``ValueError`` that names both, and so is one DeepSeek-V3's own layers filled (latents of MLA's
+shape, laid out otherwise).
 
-- transformers' cache is empty: a new sequence; ours is emptied too;
-- it holds what this layer wrote: ours follows its reorder or crop, if any;
-- it holds anything else: ``ValueError``, which says what to pass instead.
-
-transformers' ``DynamicCache`` is supported (its full and sliding-window layers). A
+transformers' ``DynamicCache`` is supported (its full and sliding-window layers: a sliding
+layer's ``update`` returns the keys it held and the new ones, which its mask covers). A
 ``StaticCache`` (``generate(..., cache_implementation="static")``) is refused with a
-``TypeError``: it preallocates and attends over its whole buffer, while the layer attends over
-its own cache; ``mha``'s preallocated cache is ``KVCache(max_len=...)``.
+``TypeError``: its ``update`` returns the whole preallocated buffer, positions not yet written
+included; ``mha``'s own static cache is ``KVCache(max_len=..., static=True)``.
 
 The layer returns ``(output, None)``: the attention weights are not computed (transformers'
 ``sdpa`` path returns ``None`` too), and ``output_attentions`` records nothing from it.
@@ -55,10 +45,6 @@ The layer returns ``(output, None)``: the attention weights are not computed (tr
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass
-
-import torch
 import torch.nn as nn
 from torch import Tensor
 
@@ -66,28 +52,233 @@ import mha.full
 import mha.mla
 from mha.cache import KVCache
 
-__all__ = ["HFAttention"]
+__all__ = ["HFAttention", "TransformersKVCache", "TransformersLatentCache"]
 
-# The cache layers of transformers' DynamicCache: a layer that keeps every position, and one
-# that keeps a sliding window's (DynamicCache(config=...) on a sliding layer). Recognised by
-# class name: mha never imports transformers.
+# The layers of transformers' DynamicCache: one that keeps every position, and one that keeps a
+# sliding window's (DynamicCache(config=...) on a sliding layer). Recognised by class name: mha
+# never imports transformers.
 FOLLOWED_LAYERS = ("DynamicLayer", "DynamicSlidingWindowLayer")
 
-# Stamps of the placeholders: unique in the process, so that no two layers, sequences or
-# states of a layer share one.
-_STAMPS = itertools.count(1)
+
+class TransformersKVCache(KVCache):
+    """A [`KVCache`][mha.cache.KVCache] whose keys and values live in one layer of
+    transformers' ``DynamicCache``: ``append`` is transformers' ``update``.
+
+    [`HFAttention`][mha.hf.HFAttention] makes one per call and hands it to ``MHA.forward``, which
+    reads and writes it as any cache: its length is transformers' (``get_seq_length``, every
+    position seen, as ``len(KVCache)``), ``keys`` and ``values`` are what the last ``update``
+    returned (on a sliding layer the positions it held and the new ones), and a sliding window's
+    ``keep_last`` is transformers' own business. Reordering, cropping or resetting it is done on
+    transformers' cache, by transformers (``reorder_cache``, ``crop``, ``reset``).
+
+    Args:
+        past_key_values: transformers' ``DynamicCache``.
+        layer_idx: which of its layers.
+
+    Raises:
+        TypeError: ``past_key_values`` is not a ``DynamicCache`` of full or sliding-window
+            layers (a ``StaticCache``, say).
+
+    中文:
+        键和值存放在 transformers 的 ``DynamicCache`` 某一层里的 [`KVCache`][mha.cache.KVCache]：
+        ``append`` 就是 transformers 的 ``update``。
+
+        [`HFAttention`][mha.hf.HFAttention] 每次调用新建一个，交给 ``MHA.forward``，后者像读写任何
+        缓存一样读写它：长度就是 transformers 的长度（``get_seq_length``，见过的全部位置，与
+        ``len(KVCache)`` 的含义相同），``keys`` 和 ``values`` 是上一次 ``update`` 返回的（滑动
+        窗口层上是它留着的位置加上新的位置），滑动窗口的 ``keep_last`` 交给 transformers 自己处理。
+        重排、裁剪、清空都在 transformers 的缓存上由 transformers 完成（``reorder_cache``、
+        ``crop``、``reset``）。
+
+        参数：
+            past_key_values: transformers 的 ``DynamicCache``。
+            layer_idx: 它的哪一层。
+
+        异常：
+            TypeError: ``past_key_values`` 不是由完整层或滑动窗口层组成的 ``DynamicCache``（比如
+                是 ``StaticCache``）。
+    """
+
+    def __init__(self, past_key_values: object, layer_idx: int) -> None:
+        super().__init__()
+        layers = getattr(past_key_values, "layers", None)
+        if not isinstance(layers, list) or not hasattr(past_key_values, "update"):
+            raise TypeError(
+                "past_key_values must be transformers' DynamicCache, got "
+                f"{type(past_key_values).__name__}"
+            )
+        if layer_idx < len(layers) and type(layers[layer_idx]).__name__ not in FOLLOWED_LAYERS:
+            raise TypeError(
+                f"past_key_values holds a {type(layers[layer_idx]).__name__} for layer "
+                f"{layer_idx}: a swapped layer writes transformers' DynamicCache only "
+                f"({', '.join(FOLLOWED_LAYERS)}), whose update returns the positions held. Pass "
+                'a DynamicCache (generate\'s default; no cache_implementation="static"), or use '
+                "mha's KVCache(max_len=..., static=True) directly"
+            )
+        self._transformers, self._layer_idx = past_key_values, layer_idx
+        self._returned: tuple[Tensor, Tensor] | None = None
+
+    def _held(self) -> tuple[Tensor, Tensor] | None:
+        """What transformers' layer holds now, or ``None`` before its first update."""
+        layers = self._transformers.layers
+        layer = layers[self._layer_idx] if self._layer_idx < len(layers) else None
+        if layer is None or not getattr(layer, "is_initialized", False) or layer.keys is None:
+            return None
+        return layer.keys, layer.values
+
+    def __len__(self) -> int:
+        return self._transformers.get_seq_length(self._layer_idx)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(len={len(self)}, layer_idx={self._layer_idx})"
+
+    @property
+    def keys(self) -> Tensor | None:
+        held = self._returned or self._held()
+        return None if held is None else held[0]
+
+    @property
+    def values(self) -> Tensor | None:
+        held = self._returned or self._held()
+        return None if held is None else held[1]
+
+    def append(self, keys: Tensor, values: Tensor, *, queries: Tensor | None = None) -> None:
+        """transformers' ``update`` of this layer, after checking that what it holds has the
+        layout of ``keys`` and ``values``.
+
+        Args:
+            keys: the new keys (for MLA the latents), ``[batch_size, heads, new_len, size]``.
+            values: the new values (for MLA the rotated key parts), the same but the last size.
+            queries: not read (transformers' cache concatenates, so nothing held changes).
+
+        Raises:
+            ValueError: transformers' cache holds tensors of another layout for this layer
+                (another model's, or DeepSeek-V3's own expanded keys).
+            TypeError: of another dtype.
+
+        中文:
+            transformers 对这一层的 ``update``；先检查它存着的张量与 ``keys``、``values`` 的布局
+            一致。
+
+            参数：
+                keys: 新的键（MLA 则是潜在向量），``[batch_size, heads, new_len, size]``。
+                values: 新的值（MLA 则是旋转过的那段键），除最后一维外形状相同。
+                queries: 不读取（transformers 的缓存是拼接，存着的不会被改动）。
+
+            异常：
+                ValueError: transformers 的缓存里这一层存着别的布局的张量（别的模型的，或者
+                    DeepSeek-V3 自己的层存的展开后的键）。
+                TypeError: dtype 不同。
+        """
+        held = self._held()
+        written = getattr(self._transformers, "_mha_layers", frozenset())
+        if held is not None and self._layer_idx not in written and not self._continues_foreign:
+            raise ValueError(
+                f"past_key_values holds {len(self)} positions for layer {self._layer_idx} that "
+                f"transformers' own attention wrote, and {type(self).__name__} cannot continue "
+                "them (DeepSeek-V3's layers lay out the latents and rotated keys otherwise than "
+                "MLA): run the swapped model from the start, with a new DynamicCache (or none)"
+            )
+        if held is not None:
+            theirs = [(t.size(0), t.size(1), t.size(3)) for t in held]
+            ours = [(t.size(0), t.size(1), t.size(3)) for t in (keys, values)]
+            if theirs != ours:
+                raise ValueError(
+                    f"past_key_values holds, for layer {self._layer_idx}, keys and values of "
+                    f"[batch_size, heads, size] = {theirs}, this layer writes {ours}: a cache "
+                    "filled by another model (or by DeepSeek-V3's own layers, which hold expanded "
+                    "keys, not MLA's latents); pass a new DynamicCache (or none)"
+                )
+            if held[0].dtype != keys.dtype:
+                raise TypeError(
+                    f"past_key_values holds dtype {held[0].dtype} for layer {self._layer_idx}, "
+                    f"this layer writes {keys.dtype}"
+                )
+        self._returned = self._transformers.update(keys, values, self._layer_idx)
+        # Marked on transformers' cache (a copy of it keeps the mark): these layers mha wrote
+        self._transformers._mha_layers = written | {self._layer_idx}
+
+    # transformers' own layers of the Llama family hold the very keys (rotated, after the q/k
+    # norm) and values MHA writes (tests/test_swap.py), so a swapped layer continues them
+    _continues_foreign = True
+
+    def keep_last(self, n: int) -> None:
+        """Nothing: transformers' sliding layer keeps its window itself.
+
+        Args:
+            n: the positions a window needs (not read).
+
+        中文:
+            什么也不做：transformers 的滑动窗口层自己保留它的窗口。
+
+            参数：
+                n: 窗口需要的位置数（不读取）。
+        """
+
+    def overflows(self, new: int) -> bool:
+        """Never: transformers' cache has no ``max_len``.
+
+        Args:
+            new: the positions a call brings (not read).
+
+        Returns:
+            ``False``.
+
+        中文:
+            永远不会：transformers 的缓存没有 ``max_len``。
+
+            参数：
+                new: 一次调用带来的位置数（不读取）。
+
+            返回：
+                总是 ``False``。
+        """
+        return False
+
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` positions (what ``MHA.forward`` does when its attention failed,
+        to take back what the call wrote): transformers' ``crop`` of this layer.
+
+        Args:
+            n: how many positions to keep.
+
+        中文:
+            只保留前 ``n`` 个位置（``MHA.forward`` 的注意力失败时这样收回这次写入的位置）：即
+            transformers 对这一层的 ``crop``。
+
+            参数：
+                n: 保留的位置数。
+        """
+        extra = len(self) - n
+        if extra > 0:
+            self._transformers.layers[self._layer_idx].crop(-extra)
+        self._returned = None
 
 
-@dataclass
-class _Segment:
-    """Positions ``start .. end - 1`` of our cache, written while its rows stayed the same;
-    ``reorder`` gives, for each of these rows, the row of the previous segment it continues
-    (``None``: the same rows)."""
+class TransformersLatentCache(mha.mla.LatentCache, TransformersKVCache):
+    """[`TransformersKVCache`][mha.hf.TransformersKVCache] for MLA: a
+    [`LatentCache`][mha.mla.LatentCache] (latents and rotated key parts, one "head" each) whose
+    storage is one layer of transformers' ``DynamicCache``.
 
-    stamp: int
-    start: int
-    end: int
-    reorder: Tensor | None = None
+    Args:
+        past_key_values: transformers' ``DynamicCache``.
+        layer_idx: which of its layers.
+
+    中文:
+        MLA 用的 [`TransformersKVCache`][mha.hf.TransformersKVCache]：一个
+        [`LatentCache`][mha.mla.LatentCache]（潜在向量和旋转过的那段键，各当作一个“头”），存放在
+        transformers 的 ``DynamicCache`` 的某一层里。
+
+        参数：
+            past_key_values: transformers 的 ``DynamicCache``。
+            layer_idx: 它的哪一层。
+    """
+
+    # DeepSeek-V3's own layers hold latents of the same shape laid out otherwise: never continued
+    _continues_foreign = False
+
+    def __init__(self, past_key_values: object, layer_idx: int) -> None:
+        TransformersKVCache.__init__(self, past_key_values, layer_idx)
 
 
 class HFAttention(nn.Module):
@@ -97,10 +288,10 @@ class HFAttention(nn.Module):
     transformers model as its own attention layer was, with its mask, ``position_ids`` and
     cache. Its ``forward`` passes the mask as it is (a boolean mask or transformers' additive
     one; ``mha``'s polarity is ``scaled_dot_product_attention``'s, True = may attend),
-    ``position_ids`` as ``positions``, and always ``is_causal=True``; it keeps its own cache and
-    writes into transformers' cache one small placeholder per position, which tells the next
-    call how transformers reordered or cropped its cache (the docstring of ``mha.hf`` says why
-    placeholders, not hooks).
+    ``position_ids`` as ``positions`` (or transformers' rotary tables as ``rotations``), and
+    always ``is_causal=True``; its keys and values live in transformers' own cache
+    ([`TransformersKVCache`][mha.hf.TransformersKVCache]), so transformers' reorders and crops
+    are the cache's.
 
     Args:
         attention: the [`mha.full.MHA`][mha.full.MHA] (or [`mha.mla.MLA`][mha.mla.MLA]) that
@@ -112,9 +303,6 @@ class HFAttention(nn.Module):
 
     Attributes:
         attention: the module given, a submodule (its parameters are the layer's).
-        cache: the layer's own cache, a [`KVCache`][mha.cache.KVCache] (a
-            [`LatentCache`][mha.mla.LatentCache] for MLA), filled when transformers passes
-            ``past_key_values``.
         config: ``hf_attention.config``.
         layer_idx: ``hf_attention.layer_idx``: which layer of transformers' cache is this
             layer's.
@@ -131,9 +319,10 @@ class HFAttention(nn.Module):
         它原来的注意力层那样调用它，传入掩码、``position_ids`` 和缓存。它的 ``forward`` 把掩码原样
         传下去（布尔掩码，或者 transformers 的加性掩码；``mha`` 的极性与
         ``scaled_dot_product_attention`` 相同，True 表示可以关注），把 ``position_ids`` 当作
-        ``positions``，并且总是传 ``is_causal=True``；它用自己的缓存，同时往 transformers 的缓存里
-        每个位置写一个小小的占位值，下一次调用由此得知 transformers 怎样重排或裁剪了它的缓存（为什么
-        用占位值而不用钩子，见 ``mha.hf`` 模块的说明）。
+        ``positions``（或者把 transformers 的旋转表当作 ``rotations``），并且总是传
+        ``is_causal=True``；它的键和值存在 transformers 自己的缓存里
+        （[`TransformersKVCache`][mha.hf.TransformersKVCache]），所以 transformers 的重排和裁剪
+        就是对这个缓存的重排和裁剪。
 
         参数：
             attention: 计算注意力的 [`mha.full.MHA`][mha.full.MHA]（或
@@ -144,9 +333,6 @@ class HFAttention(nn.Module):
 
         属性：
             attention: 传入的模块，作为子模块（它的参数就是这一层的参数）。
-            cache: 这一层自己的缓存，一个 [`KVCache`][mha.cache.KVCache]（MLA 则是
-                [`LatentCache`][mha.mla.LatentCache]），transformers 传入 ``past_key_values`` 时
-                写入。
             config: ``hf_attention.config``。
             layer_idx: ``hf_attention.layer_idx``：transformers 缓存里的哪一层归这一层。
             hf_class: ``type(hf_attention)``。
@@ -174,7 +360,7 @@ class HFAttention(nn.Module):
         self.layer_idx = hf_attention.layer_idx
         self.is_causal = True  # as transformers' attention layers say of themselves
         mla = isinstance(attention, mha.mla.MLA)
-        self.cache = mha.mla.LatentCache() if mla else KVCache()
+        self._cache_class = TransformersLatentCache if mla else TransformersKVCache
         # An MHA whose rope rotates whole heads, halves paired (the Llama family's layout):
         # transformers' position_embeddings are its tables; MLA rotates interleaved pairs
         rope = getattr(attention, "rope", None)
@@ -184,13 +370,6 @@ class HFAttention(nn.Module):
             and not rope.interleaved
             and rope.rotary_dims == attention.head_size
         )
-        self._segments: list[_Segment] = []
-        # transformers' cache tensor as this layer's last write left it: while the layer still
-        # holds that very tensor, nothing reordered, cropped or refilled it (each of those makes
-        # a new tensor), and the next call need not read the placeholders
-        self._written: Tensor | None = None
-        self._marks: Tensor | None = None  # the last placeholders, reused while they fit
-        self._marks_for: tuple | None = None  # (batch_size, q_len, device, stamp) of _marks
 
     def extra_repr(self) -> str:
         """What ``print`` shows between the parentheses: the class replaced and its layer.
@@ -239,9 +418,9 @@ class HFAttention(nn.Module):
         Raises:
             TypeError: ``past_key_values`` is not transformers' ``DynamicCache`` (a
                 ``StaticCache``, say).
-            ValueError: ``past_key_values`` holds positions this layer did not write in its
-                present state (filled before the swap, by another model or for another
-                sequence), or was cropped further back than this layer's cache can follow.
+            ValueError: ``past_key_values`` holds keys and values of another layout (another
+                model's), or positions DeepSeek-V3's own layers wrote (their latents are laid out
+                otherwise than MLA's).
 
         中文:
             对 ``hidden_states`` 做注意力，调用方式与 transformers 调用它的注意力层相同。
@@ -266,13 +445,12 @@ class HFAttention(nn.Module):
             异常：
                 TypeError: ``past_key_values`` 不是 transformers 的 ``DynamicCache``（比如是
                     ``StaticCache``）。
-                ValueError: ``past_key_values`` 里存着这一层在当前状态下没有写过的位置（在替换之前
-                    填的、别的模型填的或者另一个序列的），或者它被裁剪得比这一层的缓存能跟上的更早。
+                ValueError: ``past_key_values`` 里存着别的布局的键和值（别的模型的），或者存着
+                    DeepSeek-V3 自己的层写的位置（它的潜在向量布局与 MLA 的不同）。
         """
         cache = None
-        if past_key_values is not None:
-            self._follow(past_key_values)
-            cache = self.cache
+        if past_key_values is not None:  # the keys and values live in transformers' cache
+            cache = self._cache_class(past_key_values, self.layer_idx)
         if position_embeddings is not None and self._rotates_as_transformers:
             # transformers' cos and sin, computed once for all layers: the tables this module's
             # rope makes for position_ids (tests/test_swap.py), not computed again per layer
@@ -282,125 +460,4 @@ class HFAttention(nn.Module):
         out = self.attention(
             hidden_states, attn_mask=attention_mask, is_causal=True, cache=cache, **where
         )
-        if past_key_values is not None:
-            self._mark(past_key_values, hidden_states)
         return out, None
-
-    def _layer(self, past_key_values: object) -> object | None:
-        """transformers' cache layer of this layer (``None`` before its first update), checked
-        to be one this layer can follow."""
-        layers = getattr(past_key_values, "layers", None)
-        if layers is None or not hasattr(past_key_values, "get_seq_length"):
-            raise TypeError(
-                "past_key_values must be transformers' DynamicCache, got "
-                f"{type(past_key_values).__name__}"
-            )
-        if self.layer_idx >= len(layers):
-            return None
-        layer = layers[self.layer_idx]
-        if type(layer).__name__ not in FOLLOWED_LAYERS:
-            raise TypeError(
-                f"past_key_values holds a {type(layer).__name__} for layer {self.layer_idx}: a "
-                "swapped layer keeps its own cache and follows transformers' DynamicCache only "
-                f"({', '.join(FOLLOWED_LAYERS)}). Pass a DynamicCache (generate's default; no "
-                'cache_implementation="static"), or use mha\'s KVCache(max_len=...) directly'
-            )
-        return layer
-
-    def _follow(self, past_key_values: object) -> None:
-        """Bring our cache to what transformers' holds: empty it for a new sequence, follow a
-        reorder or crop, or refuse a cache this layer did not fill."""
-        layers = getattr(past_key_values, "layers", None)
-        if (
-            self._written is not None
-            and isinstance(layers, list)
-            and self.layer_idx < len(layers)
-            and getattr(layers[self.layer_idx], "keys", None) is self._written
-        ):
-            return  # untouched since our last write: in step (the case of every decoding step)
-        layer = self._layer(past_key_values)
-        held = past_key_values.get_seq_length(self.layer_idx)
-        if held == 0:
-            # 新的序列：我们的缓存也清空
-            # A new sequence: ours starts empty too
-            self.cache.reset()
-            self._segments = [_Segment(next(_STAMPS), 0, 0)]
-            return
-        keys = layer.keys  # ours: [batch_size, 1, positions held, 2], integers
-        ours = (
-            keys.dtype == torch.int64
-            and keys.dim() == 4
-            and keys.shape[1:2] + keys.shape[3:] == (1, 2)
-        )
-        marks = keys[:, 0, -1] if ours else None  # [batch_size, 2]: the last position's row, stamp
-        found = (
-            []
-            if marks is None
-            else [k for k, s in enumerate(self._segments) if s.stamp == int(marks[0, 1])]
-        )
-        segment = self._segments[found[0]] if found else None
-        rows, stamps = (None, None) if marks is None else (marks[:, 0], marks[:, 1])
-        if (
-            segment is None
-            or not bool((stamps == stamps[0]).all())
-            or not segment.start < held <= segment.end
-        ):
-            raise ValueError(
-                f"past_key_values holds {held} positions for layer {self.layer_idx} that this "
-                "swapped layer did not write in its present state (a cache filled before "
-                "swap_attention, by another model, for another sequence, or a copy taken before "
-                "a crop): pass a new DynamicCache (or none) and run the sequence from its start"
-            )
-        k = found[0]
-        batch = len(self.cache.keys) if self.cache.keys is not None else 0
-        if (
-            k == len(self._segments) - 1
-            and held == segment.end
-            and torch.equal(rows, torch.arange(batch, device=rows.device))
-        ):
-            return  # in step: the same rows, the same length
-        # 我们的每一行是片段 k 的哪一行（其后的重排依次复合）
-        # Which row of segment k each of our rows continues (the reorders since, composed)
-        ancestors = torch.arange(batch, device=rows.device)  # [batch_size]
-        for later in reversed(self._segments[k + 1 :]):
-            if later.reorder is not None:
-                ancestors = later.reorder[ancestors]
-        match = rows[:, None] == ancestors[None, :]  # [their batch, our batch]
-        if not bool(match.any(dim=1).all()):
-            raise ValueError(
-                f"past_key_values holds {held} positions for layer {self.layer_idx} of rows "
-                "that this layer's cache no longer holds (beam search dropped them since): pass "
-                "a new DynamicCache (or none)"
-            )
-        index = match.int().argmax(dim=1)  # [their batch]: one of our rows for each of theirs
-        if held < len(self.cache):
-            try:
-                self.cache.crop(held)
-            except ValueError as error:
-                raise ValueError(
-                    f"past_key_values was cropped to {held} positions for layer "
-                    f"{self.layer_idx} and this layer's cache cannot follow: {error}"
-                ) from error
-        if not torch.equal(index, torch.arange(batch, device=index.device)):
-            self.cache.reorder(index.to(self.cache.keys.device))
-        # 片段 k 之后的都作废；接下来的写入属于一个新片段（新的印记）
-        # Everything after segment k is gone; what comes next is a new segment (a new stamp)
-        del self._segments[k + 1 :]
-        segment.end = held
-        same = torch.equal(rows, torch.arange(len(rows), device=rows.device))
-        self._segments.append(_Segment(next(_STAMPS), held, held, None if same else rows))
-
-    def _mark(self, past_key_values: object, hidden_states: Tensor) -> None:
-        """Write this call's placeholders into transformers' cache: its length grows as ours."""
-        segment = self._segments[-1]
-        b, q_len = hidden_states.size(0), hidden_states.size(1)
-        device = hidden_states.device
-        marks = self._marks  # transformers copies them into its cache: the same may serve again
-        if marks is None or self._marks_for != (b, q_len, device, segment.stamp):
-            rows = torch.arange(b, device=device)[:, None].expand(b, q_len)  # [batch_size, q_len]
-            stamps = torch.full((b, q_len), segment.stamp, device=device)  # [batch_size, q_len]
-            marks = torch.stack([rows, stamps], dim=-1)[:, None]  # [batch_size, 1, q_len, 2]
-            self._marks, self._marks_for = marks, (b, q_len, device, segment.stamp)
-        past_key_values.update(marks, marks, self.layer_idx)
-        self._written = past_key_values.layers[self.layer_idx].keys
-        segment.end += q_len

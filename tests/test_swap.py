@@ -41,9 +41,8 @@ from transformers import (  # noqa: E402
     Qwen3Config,
 )
 
-import mha.cache  # noqa: E402
 from mha.full import MHA  # noqa: E402
-from mha.hf import HFAttention  # noqa: E402
+from mha.hf import HFAttention, TransformersKVCache  # noqa: E402
 from mha.interop import from_hf, restore_attention, swap_attention, to_hf  # noqa: E402
 from mha.mla import MLA  # noqa: E402
 
@@ -239,35 +238,31 @@ def ours_of(model) -> list[HFAttention]:
     return [m for m in model.modules() if isinstance(m, HFAttention)]
 
 
-def test_transformers_cache_holds_as_many_positions_as_ours_after_generation(pair):
-    out = generated(pair[1], do_sample=False, num_beams=3)
-    cache = out.past_key_values
+def test_the_keys_and_values_live_in_transformers_cache(pair):
+    """One cache: after generation transformers' holds the swapped layers' own keys and values,
+    as many positions as the original's, in the layout its own layers write (MLA: latents)."""
+    theirs = generated(pair[0], do_sample=False, num_beams=3).past_key_values
+    ours = generated(pair[1], do_sample=False, num_beams=3).past_key_values
     for layer in ours_of(pair[1]):
-        theirs = cache.layers[layer.layer_idx]
-        assert cache.get_seq_length(layer.layer_idx) == len(layer.cache)
-        # what each holds: every position, or a window's latest (window - 1 on both sides)
-        held = layer.cache.keys  # [batch_size, kv_heads, held, head_size]
-        assert (theirs.keys.size(0), theirs.keys.size(2)) == (held.size(0), held.size(2))
-        assert theirs.keys.dtype == torch.int64, "placeholders, not keys"
+        i = layer.layer_idx
+        assert ours.get_seq_length(i) == theirs.get_seq_length(i)
+        assert ours.layers[i].keys.dtype == torch.float64
+        if isinstance(layer.attention, MHA):  # the very tensors the original's layers hold
+            assert_equal(ours.layers[i].keys, theirs.layers[i].keys, "keys")
+            assert_equal(ours.layers[i].values, theirs.layers[i].values, "values")
+        else:  # MLA: one latent and one rotated key part per position
+            assert ours.layers[i].keys.shape[1] == 1
 
 
-def test_without_the_placeholders_an_empty_transformers_cache_would_pass_silently(
-    pair, monkeypatch
-):
-    """The premise of the placeholders: transformers takes its positions and masks from its
-    cache's length, so a layer that left it empty would generate other tokens, without an
-    error."""
-    monkeypatch.setattr(HFAttention, "_mark", lambda self, cache, x: None)
-    theirs, ours = generated(pair[0], do_sample=False), generated(pair[1], do_sample=False)
-    worst = max((a - b).abs().max().item() for a, b in zip(ours.logits, theirs.logits, strict=True))
-    assert worst > 1e-3, worst
-
-
-def test_a_cache_that_ignored_beam_search_reorders_would_be_caught(pair, monkeypatch):
-    """The premise of the beam test: rows left where they were give other scores."""
-    monkeypatch.setattr(mha.cache.KVCache, "reorder", lambda self, index: None)
-    with pytest.raises(AssertionError):
-        assert_same_generation(pair[0], pair[1], do_sample=False, num_beams=3)
+def test_a_layer_that_wrote_nothing_would_pass_silently(pair, monkeypatch):
+    """The premise of writing into transformers' cache: transformers takes its positions and
+    masks from its cache's length, so a layer that left it empty would generate other tokens,
+    without an error."""
+    monkeypatch.setattr(TransformersKVCache, "append", lambda self, k, v, queries=None: None)
+    monkeypatch.setattr(TransformersKVCache, "keys", property(lambda self: None))
+    monkeypatch.setattr(TransformersKVCache, "values", property(lambda self: None))
+    with pytest.raises((RuntimeError, TypeError, AttributeError, AssertionError)):
+        assert_same_generation(pair[0], pair[1], do_sample=False)
 
 
 def steps(model, cache, *chunks):
@@ -292,7 +287,7 @@ def test_a_crop_of_transformers_cache_is_followed(llama):
         cache.crop(-2)
     theirs, ours = (steps(m, c, [[11]] * 2) for m, c in zip(llama, caches, strict=True))
     assert_equal(ours, theirs, "after the crop")
-    assert len(ours_of(llama[1])[0].cache) == caches[1].get_seq_length() == 7
+    assert caches[1].get_seq_length() == 7
 
 
 def test_reorders_repeats_and_selections_of_transformers_cache_are_followed(llama):
@@ -309,54 +304,33 @@ def test_reorders_repeats_and_selections_of_transformers_cache_are_followed(llam
     assert_equal(logits[1], logits[0], "after repeat, reorder, select")
 
 
-def test_a_crop_back_across_reorders_is_followed(llama):
-    caches = DynamicCache(), DynamicCache()
-    logits = []
-    for model, cache in zip(llama, caches, strict=True):
-        steps(model, cache, [[3, 4, 5], [6, 7, 8]])
-        cache.reorder_cache(torch.tensor([1, 0]))
-        steps(model, cache, [[9], [10]])
-        cache.reorder_cache(torch.tensor([1, 1]))
-        steps(model, cache, [[11], [12]], [[13], [14]])
-        cache.crop(-3)  # back to 3 positions: the prompts, in the rows the reorders made
-        logits.append(steps(model, cache, [[15], [16]]))
-    assert_equal(logits[1], logits[0], "after the crop back")
+def test_a_cache_filled_before_the_swap_is_continued():
+    """transformers' own layers hold the same keys (rotated, after the q/k norm) and values:
+    a model swapped mid-sequence continues its cache as the original would."""
+    original = build("qwen3")
+    cache, alone = DynamicCache(config=original.config), DynamicCache(config=original.config)
+    steps(original, cache, [[3, 4, 5, 6, 7]])
+    want = steps(original, alone, [[3, 4, 5, 6, 7]], [[8]], [[9]])
+    got = steps(swap_attention(copy.deepcopy(original)), cache, [[8]], [[9]])
+    assert_equal(got, want, "continued after the swap")
 
 
-def test_a_cache_filled_before_the_swap_is_refused():
-    original = build("llama")
+def test_a_deepseek_cache_filled_before_the_swap_is_refused():
+    """DeepSeek-V3's own layers hold latents of MLA's shape, laid out otherwise (continued, the
+    logits would be 0.075 off): refused, not continued."""
+    original = build("deepseek_v3")
     cache = DynamicCache()
     steps(original, cache, [[3, 4, 5]])
-    with pytest.raises(ValueError, match="holds 3 positions for layer 0 that this swapped layer"):
+    with pytest.raises(ValueError, match=r"holds 3 positions for layer 0 that transformers' own"):
         steps(swap_attention(original), cache, [[6]])
 
 
-def test_a_cache_of_another_sequence_is_refused(llama):
-    first, second = DynamicCache(), DynamicCache()
-    steps(llama[1], first, [[3, 4, 5]])
-    steps(llama[1], second, [[6, 7]])  # a new sequence: the layers follow this one now
-    with pytest.raises(ValueError, match="did not write in its present state"):
-        steps(llama[1], first, [[8]])
-
-
-def test_a_copy_taken_before_a_crop_is_refused(llama):
+def test_a_cache_of_another_models_layout_is_refused_by_name(llama):
     cache = DynamicCache()
-    steps(llama[1], cache, [[3, 4, 5, 6]])
-    copied = copy.deepcopy(cache)
-    cache.crop(-2)
-    steps(llama[1], cache, [[7]])  # positions 2 and on are not the copy's any more
-    with pytest.raises(ValueError, match="a copy taken before a crop"):
-        steps(llama[1], copied, [[8]])
-
-
-def test_a_copy_of_rows_beam_search_dropped_is_refused(llama):
-    cache = DynamicCache()
-    steps(llama[1], cache, [[3, 4], [5, 6]])
-    copied = copy.deepcopy(cache)
-    cache.reorder_cache(torch.tensor([0, 0]))  # row 1 dropped
-    steps(llama[1], cache, [[7], [8]])
-    with pytest.raises(ValueError, match="beam search dropped them"):
-        steps(llama[1], copied, [[9], [10]])
+    steps(llama[1], cache, [[3, 4, 5]])  # heads of 8
+    other = swap_attention(build("qwen3"))  # heads of 16
+    with pytest.raises(ValueError, match=r"holds, for layer 0, keys and values of"):
+        steps(other, cache, [[6]])
 
 
 def test_a_static_cache_is_refused_by_name(llama):
@@ -374,7 +348,16 @@ def test_a_cache_without_the_models_config_keeps_every_key_and_still_equals():
     caches = DynamicCache(), DynamicCache()
     assert_equal(steps(swapped, caches[1], *chunks), steps(original, caches[0], *chunks), "logits")
     assert caches[1].layers[0].keys.size(2) == 9  # every position
-    assert ours_of(swapped)[0].cache.keys.size(2) == WINDOW - 1  # the window's
+
+
+def test_a_sliding_layer_of_the_models_cache_holds_the_window():
+    original = build("mistral")
+    swapped = swap_attention(copy.deepcopy(original))
+    chunks = [[3, 4, 5, 6, 7, 8]], [[9]], [[10]], [[11]]
+    caches = DynamicCache(config=original.config), DynamicCache(config=original.config)
+    assert_equal(steps(swapped, caches[1], *chunks), steps(original, caches[0], *chunks), "logits")
+    assert caches[1].layers[0].keys.size(2) == WINDOW - 1  # the window's, kept by transformers
+    assert caches[1].get_seq_length(0) == 9  # every position seen
 
 
 # ---- Back to transformers ------------------------------------------------------------------
