@@ -18,7 +18,7 @@ import re
 
 import pytest
 import torch
-from support import assert_close
+from support import assert_close, randomised
 
 from mha.decoder import Llama, LlamaBlock, beam_search, from_hf, generate, positions_of
 from mha.full import ModelCache
@@ -80,14 +80,6 @@ EXPECTED = {
 
 # A prompt alone, and a batch padded on the left (transformers' ``attention_mask``, 0 = padding).
 PROMPTS = [[3, 4, 5, 6, 7, 8], [6, 7, 8, 9, 10, 11, 12, 13], [20, 21]]
-
-
-def randomised(model, seed: int = 0):
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, 0.3)
-    return model
 
 
 @pytest.fixture(scope="module", params=["float64", "float32"])
