@@ -442,7 +442,9 @@ def table_speedup(rows: list[dict], times: dict[str, tuple[str, str]], language:
 
 def table_decode(results: dict, language: str) -> str:
     times = {
-        "cache_ms": ("with the cache (ms)", "用缓存（毫秒）"),
+        "cache_ms": ("a step with the cache (ms)", "用缓存的一步（毫秒）"),
+        "sdpa_ms": ("its kernel alone (ms)", "其中注意力算子单独（毫秒）"),
+        "projections_ms": ("its projections alone (ms)", "其中四个投影单独（毫秒）"),
         "recompute_ms": ("recomputing (ms)", "整段重算（毫秒）"),
     }
     return table_speedup(results["decode"], times, language)

@@ -150,7 +150,8 @@ def test_row_tables_are_the_files(results, language):
     assert len(decode) == len(results["decode"]), decode
     for row, r in zip(decode, results["decode"], strict=True):
         assert int(row[0]) == r["seq_len"], row
-        for cell, key in zip(row[1:], ("cache_ms", "recompute_ms", "speedup"), strict=True):
+        keys = ("cache_ms", "sdpa_ms", "projections_ms", "recompute_ms", "speedup")
+        for cell, key in zip(row[1:], keys, strict=True):
             assert close(cell, r[key]), (row, r)
     gqa = cells(perf.table("gqa", language))
     assert len(gqa) == len(results["gqa"]), gqa

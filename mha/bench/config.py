@@ -20,6 +20,10 @@ import torch
 
 DECODE_REPEATS = 4
 """Decoding runs this many times the base repeats: a cached step takes milliseconds."""
+DECODE_STEPS = 20
+"""A timed decoding call runs this many steps in a row, each after a crop back to the same length,
+as a decoding loop's steps follow one another (one layer's cache stays in the processor's cache
+between them; in a deep model every layer's is read from memory again at each step)."""
 GQA_REPEATS = 2
 """Grouped-query attention runs this many times the base repeats."""
 

@@ -1,15 +1,20 @@
 """Decoding one position with a ``KVCache`` holding ``L - 1`` positions, against recomputing the
-causal forward over all ``L`` positions (``full-fast``). Each timed step appends the ``L``-th
-position; ``KVCache.crop`` rewinds the cache to ``L - 1`` before the next."""
+causal forward over all ``L`` positions (``full-fast``). Each timed call runs ``DECODE_STEPS``
+steps in a row, as a decoding loop does; each appends the ``L``-th position after
+``KVCache.crop`` rewinds the cache to ``L - 1``. In the same rounds, as ``parts`` does for the
+forward: a step's SDPA kernel alone (one query against the ``L`` keys and values the cache holds)
+and its four projections alone (of one position), so a row says how much of a step is the
+kernels' and how much is ``mha``'s own (checks, the cache's bookkeeping, head split and merge)."""
 
 from __future__ import annotations
 
 from typing import TypedDict
 
 import torch
+import torch.nn.functional as F
 
 import mha.full
-from mha.bench.config import DECODE_REPEATS, Config
+from mha.bench.config import DECODE_REPEATS, DECODE_STEPS, Config
 from mha.bench.context import Context
 from mha.bench.implementations import build_models
 from mha.bench.timing import round_robin
@@ -21,6 +26,16 @@ class Row(TypedDict):
     recompute_ms: float
     speedup: float
     """``recompute_ms / cache_ms``."""
+    sdpa_ms: float
+    """A step's attention kernel alone, per step."""
+    projections_ms: float
+    """A step's four projections of one position alone, per step."""
+    other_ms: float
+    """The step less the kernel and the projections: what ``mha`` adds, and what the kernels lose
+    inside a step against alone (below 0 within the noise)."""
+    speedup_of_kernels: float
+    """``recompute_ms / (sdpa_ms + projections_ms)``: the speed-up if a step cost only its
+    kernels."""
 
 
 SECTIONS = {"decode": list[Row]}
@@ -42,23 +57,45 @@ def run(context: Context) -> dict:
             m(x[:, :-1], is_causal=True, cache=cache)  # prefill: L - 1 positions
             m(x[:, -1:], is_causal=True, cache=cache)  # one step, so the buffer has grown
             last = x[:, -1:]
+            q = torch.randn(c.batch, m.heads_num, 1, m.head_size, device=c.device, dtype=x.dtype)
+            keys, values = cache.keys, cache.values  # [batch, heads, L, head_size], as a step reads
+            merged = torch.randn_like(last)  # the heads merged, what W_o projects
 
-            def step(cache=cache, last=last, held=seq - 1):
-                cache.crop(held)  # back to L - 1 positions: each timed step appends the L-th
-                return m(last, is_causal=True, cache=cache)
+            def kernel(q=q, keys=keys, values=values):
+                for _ in range(DECODE_STEPS):
+                    F.scaled_dot_product_attention(q, keys, values)
+
+            def projections(last=last, merged=merged):
+                for _ in range(DECODE_STEPS):
+                    m.W_q(last), m.W_k(last), m.W_v(last), m.W_o(merged)
+
+            def decoding(cache=cache, last=last, held=seq - 1):
+                for _ in range(DECODE_STEPS):
+                    cache.crop(held)  # back to L - 1 positions: each step appends the L-th
+                    m(last, is_causal=True, cache=cache)
 
             med = round_robin(
-                {"cache": step, "recompute": lambda x=x: m(x, is_causal=True)},
+                {
+                    "cache": decoding,
+                    "recompute": lambda x=x: m(x, is_causal=True),
+                    "sdpa": kernel,
+                    "projections": projections,
+                },
                 DECODE_REPEATS * c.repeats,
                 c.warmup,
                 c.device,
             )
+        step, sdpa, projected = (med[k] / DECODE_STEPS for k in ("cache", "sdpa", "projections"))
         rows.append(
             Row(
                 seq_len=seq,
-                cache_ms=med["cache"] * 1e3,
+                cache_ms=step * 1e3,
                 recompute_ms=med["recompute"] * 1e3,
-                speedup=med["recompute"] / med["cache"],
+                speedup=med["recompute"] / step,
+                sdpa_ms=sdpa * 1e3,
+                projections_ms=projected * 1e3,
+                other_ms=(step - sdpa - projected) * 1e3,
+                speedup_of_kernels=med["recompute"] / (sdpa + projected),
             )
         )
         context.progress.step(f"decode seq_len {seq}")
@@ -69,12 +106,15 @@ def report(results: dict) -> list[str]:
     rounds = DECODE_REPEATS * results["config"]["repeats"]
     lines = [
         "KV-cache decoding of one position vs recomputing the causal forward "
-        f"(medians of {rounds} interleaved rounds)"
+        f"(medians of {rounds} interleaved rounds; a round's cached call is {DECODE_STEPS} steps "
+        "in a row, the time per step)"
     ]
     for r in results["decode"]:
         line = (
-            f"seq_len {r['seq_len']}: cache {r['cache_ms']:.2f} ms, recompute "
-            f"{r['recompute_ms']:.2f} ms, speed-up {r['speedup']:.1f}x"
+            f"seq_len {r['seq_len']}: cache {r['cache_ms']:.2f} ms (kernel {r['sdpa_ms']:.2f}, "
+            f"projections {r['projections_ms']:.2f}, the rest {r['other_ms']:.2f}), recompute "
+            f"{r['recompute_ms']:.2f} ms, speed-up {r['speedup']:.1f}x "
+            f"({r['speedup_of_kernels']:.1f}x if a step cost only its kernels)"
         )
         if r["speedup"] < 1:
             line += (

@@ -22,11 +22,10 @@ from typing import TypedDict
 
 import torch
 
-from mha.bench.config import DECODE_REPEATS
+from mha.bench.config import DECODE_REPEATS, DECODE_STEPS
 from mha.bench.context import Context
 from mha.bench.timing import round_robin
 
-DECODE_STEPS = 20
 # (name, hidden_size, heads, kv_heads, held): the small layer, then the benchmark's width
 SMALL = ("small", 64, 4, 2, 32)
 PROMPT = 10
