@@ -13,7 +13,8 @@ modules back with the current weights: ``save_pretrained`` then ``from_pretraine
 transformers gives the same logits after training. Where the swap meets the other features:
 bfloat16 (``.to`` and autocast) as close to float64 as the original, training with frozen parts
 gives the original's gradients, a cache filled under ``inference_mode`` continues under
-``no_grad``.
+``no_grad``, and ``torch.compile(fullgraph=True)`` of the whole model runs with transformers'
+cache as the original does.
 
 The models are small (2 layers, hidden 32, a vocabulary of 50), built from configs with every
 weight drawn (``support.randomised``): nothing is downloaded. The original is always run under
@@ -300,6 +301,35 @@ def test_a_prompt_under_inference_mode_then_a_step_under_no_grad_equals_the_orig
             longer = torch.cat([mask, torch.ones_like(step)], dim=1)
             nexts.append(model(step, attention_mask=longer, past_key_values=cache).logits)
     assert_equal(nexts[1], nexts[0], "the step after the prompt")
+
+
+def test_compiled_whole_with_transformers_cache_it_equals_the_original_with_as_many_graphs():
+    """``torch.compile(fullgraph=True)`` of the whole swapped model (a break would raise) over a
+    prompt and two steps in a ``DynamicCache``, the length changing: the logits equal the eager
+    original's, and the graphs are as many as the compiled original's. (Qwen3, with q/k norm and
+    a sliding layer; compiling costs seconds per model.)"""
+    from torch._dynamo.testing import CompileCounter
+
+    original = build("qwen3")
+    swapped = swap_attention(copy.deepcopy(original))
+    ids, mask = batch()
+    step = torch.full((2, 1), 5)
+    outputs, graphs = [], []
+    for model, compiled in ((original, False), (original, True), (swapped, True)):
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        run = torch.compile(model, fullgraph=True, backend=counter) if compiled else model
+        cache, seen, logits = DynamicCache(config=model.config), mask, []
+        with torch.no_grad():
+            logits.append(run(ids, attention_mask=seen, past_key_values=cache).logits)
+            for _ in range(2):
+                seen = torch.cat([seen, torch.ones_like(step)], dim=1)
+                logits.append(run(step, attention_mask=seen, past_key_values=cache).logits)
+        outputs.append(logits)
+        graphs.append(counter.frame_count)
+    assert graphs[2] == graphs[1] > 0, graphs
+    for when, (mine, expected) in enumerate(zip(outputs[2], outputs[0], strict=True)):
+        assert_equal(mine, expected, f"call {when}")
 
 
 # ---- transformers' cache and ours stay together ---------------------------------------------
