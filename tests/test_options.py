@@ -108,11 +108,11 @@ def test_a_heads_on_rank_that_drops_an_option_is_reported_with_the_error_it_make
     problems = checker.check_heads_on_rank(heads_on_rank=heads_on_rank_by_hand)
     window = [p for p in problems if "heads_on_rank(MHA(..., window=...)" in p]
     assert window == [
-        f"mha/parallel/__init__.py: heads_on_rank(MHA(..., window=...), {rank}, 2) does not "
+        f"mha/parallel/heads.py: heads_on_rank(MHA(..., window=...), {rank}, 2) does not "
         "carry the option(s) ['window']"
         for rank in (0, 1)
     ]
-    assert any(p.startswith("mha/parallel/__init__.py: with window,") for p in problems)
+    assert any(p.startswith("mha/parallel/heads.py: with window,") for p in problems)
     assert all("window" in p for p in problems), problems
 
 

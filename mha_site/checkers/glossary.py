@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
+import inspect
 import io
 import keyword
 import re
@@ -397,8 +399,19 @@ def module_file(dotted: str) -> Path:
             ROOT.joinpath(*parts[:end], "__init__.py"),
         ):
             if path.is_file():
-                return path
+                return _defined_in(path, parts[:end], parts[end:])
     raise LookupError(f"no source file for {dotted}")
+
+
+def _defined_in(path: Path, module: list[str], names: list[str]) -> Path:
+    """The file that defines ``names`` of ``module`` (found at ``path``): a package re-exports
+    what its modules define (``mha.parallel.ring_attention``, in ``mha/parallel/ring.py``)."""
+    if path.name != "__init__.py" or not names:
+        return path
+    found = getattr(importlib.import_module(".".join(module)), names[0], None)
+    found = getattr(found, "__init__", found) if inspect.isclass(found) else found
+    source = inspect.getsourcefile(found) if inspect.isfunction(found) else None
+    return Path(source) if source and Path(source).is_relative_to(ROOT) else path
 
 
 def included_files(page: Path) -> list[Path]:

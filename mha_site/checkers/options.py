@@ -145,14 +145,14 @@ def check_heads_on_rank(
             ]
             if dropped:
                 problems.append(
-                    f"mha/parallel/__init__.py: heads_on_rank(MHA(..., {name}=...), {rank}, 2) "
+                    f"mha/parallel/heads.py: heads_on_rank(MHA(..., {name}=...), {rank}, 2) "
                     f"does not carry the option(s) {dropped}"
                 )
         with torch.no_grad():
             error = (sum(call(part) for part in parts) - call(model)).abs().max().item()
         if not error < 1e-10:
             problems.append(
-                f"mha/parallel/__init__.py: with {name}, heads_on_rank's two parts add up to "
+                f"mha/parallel/heads.py: with {name}, heads_on_rank's two parts add up to "
                 f"{error:.3g} off the model's output"
             )
     return problems
