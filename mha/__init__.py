@@ -27,9 +27,13 @@
   KV cache and RMSNorm that the full version and MLA share (``mha.full`` re-exports them).
 - [`mha.checks`][mha.checks] -- the argument checks they share.
 
-``import mha`` imports these fourteen; ``mha.trace`` and ``mha.bench`` are imported by name:
+``import mha`` imports these fourteen; ``mha.trace``, ``mha.shapecheck`` and ``mha.bench`` are
+imported by name:
 
 - ``mha.trace`` -- records a real forward pass: the one source of the site's drawn shapes.
+- ``mha.shapecheck`` -- checks the shape comments of any module against a run of it
+  (``python -m mha.shapecheck model.py::MHA``, ``--fix``, ``pytest --shapecheck``): the engine
+  of the site's own shape-comment checker.
 - ``mha.bench`` -- the benchmark (``python -m mha.bench``), a package split by concern: time,
   memory and FLOP rate, side by side with ``nn.MultiheadAttention``; its targets are checked
   against the measurements wherever they are shown.

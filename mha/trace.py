@@ -128,6 +128,29 @@ def dims_of(shape: tuple[int, ...], sizes: dict[str, int]) -> tuple[str, ...] | 
     return tuple(by_size[n] for n in shape)
 
 
+@dataclass(frozen=True)
+class Comment:
+    """One ``#`` comment of a source: its line, the column of its ``#``, its text (``#``
+    included) and whether it is alone on its line (no code before it)."""
+
+    line: int
+    column: int
+    text: str
+    alone: bool
+
+
+def comments(source: str) -> list[Comment]:
+    """Every comment of ``source``, in order, read with ``tokenize`` (so a ``#`` inside a string
+    is not one): the one reader of comments that the shape-comment checkers build on."""
+    found = []
+    lines = iter(source.splitlines(keepends=True))
+    for token in tokenize.generate_tokens(lambda: next(lines, "")):
+        if token.type == tokenize.COMMENT:
+            (line, column), before = token.start, token.line[: token.start[1]]
+            found.append(Comment(line, column, token.string, alone=not before.strip()))
+    return found
+
+
 def shape_comments(source: str) -> dict[int, tuple[str, ...]]:
     """Line number -> dimensions, for every shape comment in ``source``: a comment that starts
     with ``[`` (``# [batch_size, seq_len, hidden_size]``), its dimensions separated by commas
@@ -136,13 +159,12 @@ def shape_comments(source: str) -> dict[int, tuple[str, ...]]:
     Read with ``tokenize``, so a ``# [`` inside a string is not a comment.
     """
     found = {}
-    lines = iter(source.splitlines(keepends=True))
-    for token in tokenize.generate_tokens(lambda: next(lines, "")):
-        text = token.string[1:].lstrip()
-        if token.type == tokenize.COMMENT and text.startswith("[") and "]" in text:
+    for comment in comments(source):
+        text = comment.text[1:].lstrip()
+        if text.startswith("[") and "]" in text:
             inside = text[1 : text.index("]")]
             # "[]" is a 0-d tensor (a count kept on the device): no dimensions
-            found[token.start[0]] = (
+            found[comment.line] = (
                 tuple(d.strip() for d in inside.split(",")) if inside.strip() else ()
             )
     return found
@@ -235,15 +257,26 @@ def assignments(
     return found, stray
 
 
-def _watch(codes: set, call: Any, before: Any = None, after: Any = None) -> Any:
+def _watch(
+    codes: set,
+    call: Any,
+    before: Any = None,
+    after: Any = None,
+    *,
+    returned: Any = None,
+    raised: Any = None,
+) -> Any:
     """Run ``call()`` with a line tracer on every frame whose code is one of ``codes``.
 
     ``before(frame, line, previous)`` is called as each line starts (the frame's locals are those
-    the line sees; ``previous`` is the frame's line before it, ``None`` at its start);
-    ``after(frame, line)`` once a line has run (at the frame's next line or its return, with the
-    locals the line left; never for a line that raised). Each frame keeps its own previous line,
-    so ``forward`` calling ``_weights`` pairs each of them with its own locals. The tracer that
-    was set before is set again at the end; what ``call`` raises is raised.
+    the line sees; ``previous`` is the frame's line before it, ``None`` at its start or after a
+    line that raised); ``after(frame, line)`` once a line has run (at the frame's next line or its
+    return, with the locals the line left; never for a line that raised);
+    ``returned(frame, line, value)`` when the frame returns ``value`` from ``line`` (not when an
+    exception leaves it); ``raised(frame, line)`` when an exception reaches the frame at ``line``
+    (raised there or by a call it makes). Each frame keeps its own previous line, so ``forward``
+    calling ``_weights`` pairs each of them with its own locals. The tracer that was set before is
+    set again at the end; what ``call`` raises is raised.
     """
 
     def frame_tracer():
@@ -251,12 +284,17 @@ def _watch(codes: set, call: Any, before: Any = None, after: Any = None) -> Any:
 
         def local_trace(frame, event, arg):
             if event in ("line", "return"):
-                if previous[0] is not None and after is not None:
-                    after(frame, previous[0])
+                line = previous[0]
+                if line is not None and after is not None:
+                    after(frame, line)
                 if event == "line" and before is not None:
-                    before(frame, frame.f_lineno, previous[0])
+                    before(frame, frame.f_lineno, line)
+                if event == "return" and line is not None and returned is not None:
+                    returned(frame, line, arg)
                 previous[0] = frame.f_lineno if event == "line" else None
             elif event == "exception":
+                if raised is not None:
+                    raised(frame, frame.f_lineno)
                 previous[0] = None  # the line did not complete: its assignment never happened
             return local_trace
 

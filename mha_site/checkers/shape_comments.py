@@ -7,11 +7,14 @@ attribute of ``self`` (a cache's buffer, ``self._keys``). ``mha.trace`` reads th
 text (``ast`` for the statements, ``tokenize`` for the comments) and runs ``forward`` under its
 tracer, which records, in every frame of the class's methods (``forward`` and what it calls:
 ``_weights``, ``_mask``, ...), the real shape of the variable each statement assigns; this checker
-compares the two with the dimension names replaced by numbers. A dimension is a name, a number, or
-their sums, differences and products with parentheses (``kv_heads * head_size``, ``heads_num *
-(nope_dims + rope_dims)``); a leading ``...`` (``[..., q_len, k_len]``) states only the trailing
-dimensions, for a mask whose leading ones are whatever the caller's mask has. Every tensor a method
-assigns must have a comment.
+compares the two with the dimension names replaced by numbers, by the grammar and the comparison
+of ``mha.shapecheck.grammar`` (the engine of the checker readers run on their own code,
+``python -m mha.shapecheck``). A dimension of the site's comments is a name, a number, or their
+sums, differences and products with parentheses (``kv_heads * head_size``, ``heads_num *
+(nope_dims + rope_dims)``; ``SITE_OPERATORS``); a leading ``...`` (``[..., q_len, k_len]``) states
+only the trailing dimensions, for a mask whose leading ones are whatever the caller's mask has.
+What this checker adds to the engine is the site's own demands: every tensor a method assigns must
+have a comment, and every comment must hold in every configuration below.
 
 Sizes are all different within a run (batch 2, seq 3, heads 4, head 5, hidden 20 for the annotated
 class), so a swapped pair of dimensions cannot pass by accident. ``full.py`` runs in several
@@ -44,11 +47,11 @@ import mha.cache
 import mha.full
 import mha.mla
 import mha.tiled
+from mha.shapecheck import grammar
+from mha.shapecheck.grammar import ELLIPSIS, names_in
 from mha.trace import Assignment, assignments, named_sizes, trace_locals
 from mha_site.languages import ROOT
 from mha_site.runs import CACHE_RUNS, MLA_RUNS, RUNS, TILED_RUNS, MlaRun, Run
-
-ELLIPSIS = "..."
 
 SIZE_SETS = [(2, 3, 4, 5), (3, 5, 2, 7)]
 """(batch_size, seq_len, heads_num, head_size) of the annotated runs: all different in each."""
@@ -82,42 +85,13 @@ def read_comments(source: str, class_name: str = "MHA") -> tuple[list[Assignment
     ]
 
 
-def _dimension(dimension: str) -> ast.expr | None:
-    """A dimension as an expression of names and whole numbers joined by ``*``, ``+`` and ``-``,
-    with parentheses (``heads_num * (nope_dims + rope_dims)``); ``None`` for anything else."""
-    try:
-        tree = ast.parse(dimension, mode="eval").body
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add | ast.Sub):
-            continue
-        if isinstance(node, ast.Mult | ast.Add | ast.Sub | ast.Name | ast.Load):
-            continue
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            continue
-        return None
-    return tree
+# The site's own comments use these operators only; mha.shapecheck's grammar allows // and / too.
+SITE_OPERATORS = {op: grammar.OPERATORS[op] for op in (ast.Mult, ast.Add, ast.Sub)}
 
 
 def evaluate(dimension: str, names: dict[str, int]) -> tuple[int | None, list[str]]:
     """The size a comment's dimension states (``kv_heads * head_size``), and unknown names."""
-    tree = _dimension(dimension)
-    if tree is None:
-        return None, [dimension]
-    unknown = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in names]
-    if unknown:
-        return None, unknown
-
-    def value(node: ast.expr) -> int:
-        if isinstance(node, ast.BinOp):
-            left, right = value(node.left), value(node.right)
-            if isinstance(node.op, ast.Sub):
-                return left - right
-            return left * right if isinstance(node.op, ast.Mult) else left + right
-        return names[node.id] if isinstance(node, ast.Name) else node.value
-
-    return value(tree), []
+    return grammar.evaluate(dimension, names, SITE_OPERATORS)
 
 
 def compare(
@@ -150,19 +124,14 @@ def compare(
             )
             continue
         real = tensors[a.targets[0]]
-        trailing = bool(a.comment) and a.comment[0] == ELLIPSIS
-        dims = a.comment[1:] if trailing else a.comment
-        evaluated = [evaluate(d, names) for d in dims]
-        unknown = [u for _, us in evaluated for u in us]
+        stated, unknown = grammar.stated(a.comment, names, SITE_OPERATORS)
         if unknown:
             report.problems.append(f"line {a.last_line}: unknown dimension names {unknown}")
             continue
         report.checked += 1
         report.status[a.first_line] = "checked"
-        stated = tuple(v for v, _ in evaluated)
-        compared = real[len(real) - len(stated) :] if trailing else real
-        if compared != stated or len(real) < len(stated):
-            shown = ([ELLIPSIS] if trailing else []) + [str(s) for s in stated]
+        if not grammar.agrees(a.comment, stated, real):
+            shown = ([ELLIPSIS] if grammar.trailing(a.comment) else []) + [str(s) for s in stated]
             report.mismatches.append(
                 f"line {a.last_line}: `{a.target}` commented [{', '.join(a.comment)}] = "
                 f"[{', '.join(shown)}], real shape {list(real)}"
@@ -266,12 +235,6 @@ def check_full(
         and statuses[a.first_line] != {"not run"}
     ]
     return FullReport(reports, never_ran, never_checked, stray)
-
-
-def names_in(comment: tuple[str, ...]) -> set[str]:
-    """The dimension names a comment uses (``kv_heads * head_size`` uses two)."""
-    trees = (_dimension(d) for d in comment if d != ELLIPSIS)
-    return {n.id for t in trees if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 # Names equal by construction inside a block: `forward` refuses context= with rotary embeddings,
