@@ -120,6 +120,15 @@ class Report:
         lookalikes: names that had the same size where a comment used them (a comment that
             swaps them passes), each group sorted.
 
+    Attributes:
+        wrong: the findings of the wrong comments.
+        right: the findings of the comments checked and right.
+        unchecked: the findings of the comments that could not be checked, each saying why.
+        exit_code: the command's exit status: 0 every comment checked is right, 1 a comment is
+            wrong, 2 the constructor or the call raised, 3 nothing was checked.
+        ok: whether ``exit_code`` is 0: no wrong comment, at least one right, and the run
+            returned.
+
     中文:
         [`check`][mha.shapecheck.check] 运行一次的结果，以及它是怎样运行的。
 
@@ -132,6 +141,14 @@ class Report:
                 给出时为空。
             error: 构造或调用时抛出的异常；两者都正常返回时为 ``None``。
             lookalikes: 在用到它们的注释处大小相同的名字（把它们互换的注释也能通过），每组排好序。
+
+        属性：
+            wrong: 错误注释的结果。
+            right: 检查过且正确的注释的结果。
+            unchecked: 没能检查的注释的结果，每项都说明原因。
+            exit_code: 命令行的退出码：0 检查过的注释全部正确，1 有注释写错，2 构造或调用时抛出了
+                异常，3 什么也没检查。
+            ok: ``exit_code`` 是否为 0：没有错误注释，至少有一条正确，而且运行正常返回。
     """
 
     target: str
@@ -143,23 +160,18 @@ class Report:
 
     @property
     def wrong(self) -> list[Finding]:
-        """The wrong comments."""
         return [f for f in self.findings if f.status == WRONG]
 
     @property
     def right(self) -> list[Finding]:
-        """The comments checked and right."""
         return [f for f in self.findings if f.status == RIGHT]
 
     @property
     def unchecked(self) -> list[Finding]:
-        """The comments that could not be checked, each with why."""
         return [f for f in self.findings if f.status == UNCHECKED]
 
     @property
     def exit_code(self) -> int:
-        """The command's exit status: 0 right, 1 a wrong comment, 2 the run raised, 3 nothing
-        checked."""
         if self.wrong:
             return 1
         if self.error is not None:
@@ -168,7 +180,6 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """Whether the comments checked are all right, and there is at least one."""
         return self.exit_code == 0
 
     def text(self, verbose: bool = False) -> str:
