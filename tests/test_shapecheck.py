@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import re
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from support import DESIGN_SOURCE
 import mha.annotated
 import mha.full
 import mha.pure
+import mha.shapecheck.__main__
 from mha.shapecheck import RIGHT, UNCHECKED, WRONG, Report, check, run
 from mha.shapecheck.__main__ import main
 from mha.shapecheck.grammar import UNREADABLE, read
@@ -552,11 +553,15 @@ def test_a_loop_checks_its_line_each_time_it_runs(here):
 # ---- The command -------------------------------------------------------------------------------
 
 
-def test_python_dash_m_runs_the_command_and_exits_with_1_on_a_wrong_comment(design):
-    command = [sys.executable, "-m", "mha.shapecheck", "design.py::MHA"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 1, done.stderr
-    assert done.stdout.rstrip("\n") == check("design.py::MHA").text()
+def test_python_dash_m_runs_the_command_and_exits_with_1_on_a_wrong_comment(
+    design, monkeypatch, capsys
+):
+    # What `python -m mha.shapecheck design.py::MHA` runs: the package's __main__.py as __main__
+    monkeypatch.setattr(sys, "argv", ["python -m mha.shapecheck", "design.py::MHA"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(mha.shapecheck.__main__.__file__, run_name="__main__")
+    assert exited.value.code == 1
+    assert capsys.readouterr().out.rstrip("\n") == check("design.py::MHA").text()
 
 
 @pytest.mark.parametrize(

@@ -283,12 +283,12 @@ def _real(shape: grammar.Shape, real: tuple[int, ...] | str | None) -> str:
     return shape.written(tuple(str(n) for n in real))
 
 
-def _layout(spec: grammar.Spec, shown: dict[grammar.Shape, str]) -> str:
-    """The spec's shapes replaced by ``shown``, in the comment's own layout (``a x b -> c``)."""
-    groups = []
-    for group in spec.groups:
-        groups.append(" x ".join(shown[s] for s in group))
-    return " -> ".join(groups)
+def _layout(spec: grammar.Spec, shown: dict[grammar.Shape, str], comment: str) -> str:
+    """The spec's shapes replaced by ``shown``, what is between them as the comment writes it
+    (``a x b -> c``, ``a @ b → c``)."""
+    shapes = [s for group in spec.groups for s in group]
+    between = [comment[a.end : b.start] for a, b in zip(shapes, shapes[1:], strict=False)]
+    return "".join(shown[s] + gap for s, gap in zip(shapes, [*between, ""], strict=True))
 
 
 def _pool(
@@ -438,7 +438,7 @@ def _judge_once(
             corrections[shape] = _renamed(shape_real, shape, pool, own, vocabulary)
     if spec.middle:
         notes.append("the shapes between the first and the last are not checked")
-    stated_text = _layout(spec, shown_stated)
+    stated_text = _layout(spec, shown_stated, text)
     said_is = "" if said == stated_text else f" = {stated_text}"  # a comment in numbers
     note = f" ({'; '.join(notes)})" if notes else ""
     if not corrections:
@@ -448,7 +448,7 @@ def _judge_once(
     for shape in sorted(corrections, key=lambda s: -s.start):
         corrected = corrected[: shape.start] + corrections[shape] + corrected[shape.end :]
     if len(spec.groups) > 1:
-        actual = f"the tensors are {_layout(spec, shown_real)}"
+        actual = f"the tensors are {_layout(spec, shown_real, text)}"
     else:
         which = "the tensor" if len(tensors) == 1 else f"the tensor {wrong_target}"
         actual = f"{which} is {shown_real[spec.result]}"
