@@ -30,6 +30,7 @@ nothing was checked (no shape comment, or none that could be).
 from __future__ import annotations
 
 import ast
+import itertools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -287,7 +288,7 @@ def _layout(spec: grammar.Spec, shown: dict[grammar.Shape, str], comment: str) -
     """The spec's shapes replaced by ``shown``, what is between them as the comment writes it
     (``a x b -> c``, ``a @ b → c``)."""
     shapes = [s for group in spec.groups for s in group]
-    between = [comment[a.end : b.start] for a, b in zip(shapes, shapes[1:], strict=False)]
+    between = [comment[a.end : b.start] for a, b in itertools.pairwise(shapes)]
     return "".join(shown[s] + gap for s, gap in zip(shapes, [*between, ""], strict=True))
 
 

@@ -65,13 +65,8 @@ def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     for value in config.getoption(OPTION):
-        items.append(ShapecheckItem.from_parent(session, name=f"shapecheck[{value}]", value=value))
-
-
-def _checked(report: Any) -> Any:
-    if not report.ok:
-        raise ShapecheckFailure(report.text())
-    return report
+        name = f"shapecheck[{value}]"  # its id too: no file holds this test
+        items.append(ShapecheckItem.from_parent(session, name=name, nodeid=name, value=value))
 
 
 class ShapecheckItem(pytest.Item):
@@ -88,7 +83,8 @@ class ShapecheckItem(pytest.Item):
             report = run(_arguments(self.value))
         except (TypeError, ValueError) as error:
             raise ShapecheckFailure(str(error)) from None
-        _checked(report)
+        if not report.ok:
+            raise ShapecheckFailure(report.text())
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
         if isinstance(excinfo.value, ShapecheckFailure):
