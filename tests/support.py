@@ -165,6 +165,17 @@ def randomised(module: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
     return module
 
 
+def refused(call) -> str:
+    """``"ValueError: ..."``: the type and message of the ``ValueError`` or ``TypeError`` that
+    ``call()`` raises, ``""`` when it raises none; a forked rank returns it as a string, so a
+    test can check every rank's message in the parent."""
+    try:
+        call()
+    except (ValueError, TypeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return ""
+
+
 def reference_attention(m, x: Tensor) -> Tensor:
     """Multi-head self-attention written independently with ``F.scaled_dot_product_attention``.
 

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
-from support import assert_close
+from support import assert_close, refused
 
 from mha.full import MHA, KVCache
 from mha.parallel import (
@@ -459,15 +459,6 @@ def test_ring_attention_trains_on_a_group_of_one_rank():
 # ---- inputs the ranks disagree on --------------------------------------------------------------
 
 
-def refused(call) -> str:
-    """The message of the ValueError or TypeError ``call`` raises ('' when it raises none)."""
-    try:
-        call()
-    except (ValueError, TypeError) as error:
-        return f"{type(error).__name__}: {error}"
-    return ""
-
-
 def disagreeing_ring_rank(rank: int, world: int, case: str) -> str:
     q, k, v = whole(0, torch.float64)
     is_causal = True
@@ -584,41 +575,3 @@ def test_under_torchrun_each_rank_takes_its_own_gpu_first(monkeypatch, gpus, bac
         main()
     # nccl with a GPU for each rank, its own set first; gloo when the GPUs are fewer than ranks
     assert calls == ([("device", 1)] if backend == "nccl" else []) + [("group", backend)]
-
-
-def dtensor_rank(rank: int, world: int) -> dict[str, torch.Tensor]:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        parallelize_module,
-    )
-
-    model = model_of(2, bias=True)
-    plan = {name: ColwiseParallel() for name in ("W_q", "W_k", "W_v")}
-    parallelize_module(model, init_device_mesh("cpu", (world,)), {**plan, "W_o": RowwiseParallel()})
-    model.heads_num //= world  # the forward reshapes with this rank's head counts
-    model.kv_heads //= world
-    x, _ = inputs()
-    with torch.no_grad():
-        cache = KVCache()
-        prefill = model(x[:, :4], is_causal=True, cache=cache)
-        step = model(x[:, 4:], is_causal=True, cache=cache)
-    # the outputs are AsyncCollectiveTensors: * 1 waits for them, so that what is saved is done
-    trained = sgd_step(model.train(), x)
-    return dict(cached=torch.cat([prefill, step], dim=1) * 1, trained=trained * 1)
-
-
-def test_dtensor_parallelize_module_trains_and_caches_as_one_process_too():
-    # what the chapter says of PyTorch's own tensor parallelism, W_o's bias included
-    import torch.distributed.tensor.parallel  # once here, not in each forked rank
-
-    ranks = launch(dtensor_rank, 2)
-    model = model_of(2, bias=True)
-    x, _ = inputs()
-    with torch.no_grad():
-        cached = model(x, is_causal=True)
-    trained = sgd_step(model.train(), x)
-    for got in ranks:
-        assert_close(got["cached"], cached)
-        assert_close(got["trained"], trained)

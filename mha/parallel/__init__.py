@@ -1,9 +1,12 @@
 """Attention across devices, on ``torch.distributed`` (多卡上的注意力).
 
-``shard_heads`` splits the heads: each rank keeps some query heads' rows of ``W_q``, ``W_k``,
-``W_v`` and the matching columns of ``W_o``, and one all-reduce joins their outputs (tensor
-parallelism). ``heads_on_rank`` is the part one rank keeps, as an ordinary module, so the split
-can be followed in one process.
+``parallelize`` splits the heads with PyTorch's own tensor parallelism (DTensor,
+``parallelize_module``): each rank keeps some query heads' rows of ``W_q``, ``W_k``, ``W_v`` and
+the matching columns of ``W_o``, and one all-reduce joins their outputs; on a decoder block,
+``sequence_parallel`` splits the norms and the residual stream by positions too (``block_plan``).
+``shard_heads`` writes the same split out on plain modules, and copies key/value heads when there
+are fewer than ranks; ``heads_on_rank`` is the part one rank keeps, as an ordinary module, so
+the split can be followed in one process.
 ``ring_attention`` splits the sequence: each rank holds a contiguous slice of the positions, the
 keys and values travel round the ring of ranks, one neighbour to the next, and each rank merges
 the partial results of its queries with [`merge`][mha.tiled.merge], so no rank ever holds the
@@ -28,17 +31,24 @@ Examples:
     torch.Size([1, 2, 3, 4])
 """
 
+from typing import TYPE_CHECKING
+
 from mha.parallel.example import example as example  # python -m mha.parallel's
 from mha.parallel.example import main as main
 from mha.parallel.group import launch
 from mha.parallel.heads import HeadsAcrossRanks, head_ranges, heads_on_rank, shard_heads
 from mha.parallel.ring import ring_attention, ring_schedule
 
+if TYPE_CHECKING:  # imported on first use (below): DTensor's import takes a second
+    from mha.parallel.tensor import block_plan, parallelize
+
 __all__ = [
     "HeadsAcrossRanks",
+    "block_plan",
     "head_ranges",
     "heads_on_rank",
     "launch",
+    "parallelize",
     "ring_attention",
     "ring_schedule",
     "shard_heads",
@@ -47,5 +57,22 @@ __all__ = [
 # 文档、pickle 和 repr 都用 mha.parallel 这个名字：API 页面和读者在这里找到它们
 # Documented, pickled and printed as mha.parallel's: where the API page and readers look for them
 for _name in __all__:
-    globals()[_name].__module__ = __name__
+    if _name in globals():
+        globals()[_name].__module__ = __name__
 del _name
+
+# 用到时才导入：DTensor 的导入要一秒左右；在父进程里导入一次，launch fork 出的进程就不必再导入
+# Imported on first use: DTensor's import takes about a second; imported once in the parent,
+# the processes launch forks need not import it again
+_LATER = {"block_plan": "mha.parallel.tensor", "parallelize": "mha.parallel.tensor"}
+
+
+def __getattr__(name: str):
+    if name not in _LATER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    found = getattr(importlib.import_module(_LATER[name]), name)
+    found.__module__ = __name__
+    globals()[name] = found
+    return found
