@@ -74,7 +74,13 @@ def test_every_module_with_event_functions_is_a_step():
         )
 
 
+# The one file whose job is to load a module from its path: the shape checker imports the reader's
+# own file (``python -m mha.shapecheck path/to/model.py::MHA``), which is in no package.
+LOADS_A_READERS_FILE = ROOT / "mha" / "shapecheck" / "target.py"
+
+
 def test_no_code_loads_a_module_from_its_file_or_edits_the_import_path():
+    assert "spec_from_file_location" in LOADS_A_READERS_FILE.read_text(encoding="utf-8")
     sources = [
         *ROOT.glob("*.py"),
         *(ROOT / "mha_site").rglob("*.py"),
@@ -83,7 +89,7 @@ def test_no_code_loads_a_module_from_its_file_or_edits_the_import_path():
     sources += [*(ROOT / "mha").rglob("*.py")]
     this = Path(__file__).resolve()
     for path in sources:
-        if path.resolve() == this:
+        if path.resolve() in (this, LOADS_A_READERS_FILE):
             continue
         text = path.read_text(encoding="utf-8")
         for banned in ("spec_from_file_location", "sys.path.insert", "sys.path.append"):
