@@ -97,6 +97,27 @@ def rank_checks(rank: int, world: int) -> dict:
     got["again"] = refused(lambda: parallelize(model))
     if world == 4:
         got["block"] = block_rank(rank, world, x, weights)
+        got["mesh_2d"] = data_and_tensor_rank(x, weights)
+    return got
+
+
+def data_and_tensor_rank(x: torch.Tensor, weights: torch.Tensor) -> dict:
+    """A 2 x 2 mesh: the heads split over "tp" by ``parallelize``, the weights sharded over "dp"
+    by FSDP (``fully_shard``); each data-parallel rank trains on its sample of the batch."""
+    import warnings
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    model = parallelize(attention(), mesh["tp"])
+    fully_shard(model, mesh=mesh["dp"])
+    w_q = model.W_q.weight
+    got = dict(layout=(w_q.device_mesh.mesh_dim_names, str(w_q.placements), w_q.to_local().shape))
+    sample = slice(mesh["dp"].get_local_rank(), mesh["dp"].get_local_rank() + 1)
+    with warnings.catch_warnings():  # FSDP's warning that the module returns a view
+        warnings.simplefilter("ignore", UserWarning)
+        got.update(trained(model, x[sample], weights[sample], is_causal=True))
     return got
 
 
@@ -120,6 +141,8 @@ def block_rank(rank: int, world: int, x: torch.Tensor, weights: torch.Tensor) ->
 
 
 def expected_results() -> dict:
+    import torch.distributed.fsdp  # imported once here, not in each forked rank
+
     x, weights = data()
     model = attention()
     with torch.no_grad():
@@ -129,6 +152,8 @@ def expected_results() -> dict:
         cached=cached(model, x)[0],
         **trained(model, x, weights, is_causal=True),
         block=trained(llama_block(), x, weights),
+        # FSDP averages the gradients over the 2 data-parallel ranks, each of one sample
+        mesh_2d=trained(attention(), x, weights / 2, is_causal=True),
     )
 
 
@@ -238,3 +263,20 @@ def test_parallelize_refuses_what_it_cannot_split_by_name():
     assert refused(lambda: block_plan(MHA(16, 4))) == (
         "TypeError: block must be a mha.decoder.Block or LlamaBlock, got MHA"
     )
+
+
+def test_a_2d_mesh_shards_over_data_and_splits_heads_over_tensor_and_trains_as_one_process(
+    ranks, expected
+):
+    d = HIDDEN // HEADS
+    for rank, got in enumerate(ranks[4]):
+        mesh_2d, sample = got["mesh_2d"], rank // 2  # ranks 0, 1: dp 0; ranks 2, 3: dp 1
+        # W_q's rows: split by heads over tp (2 heads a rank), then in halves over dp
+        names, placements, local = mesh_2d["layout"]
+        assert names == ("dp", "tp") and tuple(local) == (HEADS // 2 * d // 2, HIDDEN)
+        assert placements == "(_StridedShard(dim=0, sf=2), Shard(dim=0))"
+        want = expected["mesh_2d"]["after"][sample : sample + 1]
+        assert_close(mesh_2d["after"], want, torch.float32, msg=f"rank {rank}")
+        # the input's gradient: of this sample's loss, which one process scaled by 1 / 2
+        want = 2 * expected["mesh_2d"]["x_grad"][sample : sample + 1]
+        assert_close(mesh_2d["x_grad"], want, torch.float32, msg=f"rank {rank}")
