@@ -78,12 +78,15 @@ Examples:
 
 from __future__ import annotations
 
+import sys
+
 import torch
 import torch.nn as nn
 
 import mha.full
 import mha.hf
 import mha.mla
+import mha.norm
 import mha.pure
 from mha.rope import SCALINGS, RotaryEmbedding
 
@@ -399,17 +402,14 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
     return m.train(t.training)
 
 
-# transformers' attention classes from_hf converts (transformers is never imported by mha: a
-# module is recognised by its class name, and read through its config and attributes).
-HF_CLASSES = (
-    "LlamaAttention",
-    "MistralAttention",
-    "Qwen2Attention",
-    "Qwen3Attention",
-    "DeepseekV3Attention",
-)
-# transformers' submodule names -> ours: Llama's family, then DeepSeek's attention (q_proj without
-# a query bottleneck).
+# ---- transformers' attention layers ---------------------------------------------------------
+# mha never imports transformers. A layer is admitted by what it has and does, not by its class
+# name: its submodules, parameters and attributes are those of one of two layouts (the Llama
+# family's q/k/v/o projections, DeepSeek's latent projections), each attribute is one from_hf
+# reads, and last the layer is run beside the module built from it (_probe).
+
+# transformers' submodule names -> ours: the Llama family's layout (q/k/v/o projections, a norm of
+# each query and key head), then DeepSeek's attention (q_proj without a query bottleneck).
 _HF_NAMES = {
     "q_proj": "W_q",
     "k_proj": "W_k",
@@ -417,42 +417,6 @@ _HF_NAMES = {
     "o_proj": "W_o",
     "q_norm": "q_norm",
     "k_norm": "k_norm",
-}
-
-
-def _hf_window(module: nn.Module) -> int | None:
-    """The sliding window of a transformers layer: Mistral's is in its config, the others' on
-    the layer (``None`` on a layer without one)."""
-    if type(module).__name__ == "MistralAttention":
-        return getattr(module.config, "sliding_window", None)
-    return getattr(module, "sliding_window", None)
-
-
-# How from_hf fills each option of mha.full.MHA (the fields of mha.full.Options) from a
-# transformers attention layer of the Llama family, and the options these layers never use (left
-# at their default). mha_site/checkers/options.py checks that every field is in one of the two.
-FROM_HF_FILLS = {
-    "hidden_size": lambda module: module.config.hidden_size,
-    "heads_num": lambda module: module.config.num_attention_heads,
-    "kv_heads": lambda module: module.config.num_key_value_heads,
-    "dropout": lambda module: float(module.config.attention_dropout),
-    "bias": lambda module: tuple(
-        ours
-        for theirs, ours in _HF_NAMES.items()
-        if theirs.endswith("proj") and getattr(module, theirs).bias is not None
-    ),
-    "head_size": lambda module: module.head_dim,
-    "scale": lambda module: float(module.scaling),
-    "qk_norm": lambda module: getattr(module, "q_norm", None) is not None,
-    "norm_eps": lambda module: (
-        float(module.q_norm.variance_epsilon) if getattr(module, "q_norm", None) else 1e-6
-    ),
-    "rope": lambda module: _rope_from_hf(module.config, module.head_dim),
-    "window": _hf_window,
-}
-FROM_HF_DEFAULTS = {
-    "fast": "True: the fused kernel, which computes what transformers' sdpa and eager paths do",
-    "context_size": "None: these are self-attention layers, their keys come from x",
 }
 _HF_MLA_NAMES = {
     "q_proj": "W_q",
@@ -464,6 +428,227 @@ _HF_MLA_NAMES = {
     "kv_b_proj": "W_ukv",
     "o_proj": "W_o",
 }
+# The attributes a layer of each layout may carry: each is read below, or a copy of the config's
+# sizes that the weights' shapes confirm. Any other (a soft-cap, a temperature, a switch that
+# turns the rotation off) is a feature from_hf does not know: the layer is refused, naming it.
+_HF_ATTRIBUTES = frozenset(
+    {
+        "config",
+        "layer_idx",
+        "layer_type",
+        "head_dim",
+        "num_key_value_groups",
+        "scaling",
+        "attention_dropout",
+        "is_causal",
+        "sliding_window",
+    }
+)
+_HF_MLA_ATTRIBUTES = frozenset(
+    {
+        "config",
+        "layer_idx",
+        "hidden_size",
+        "num_heads",
+        "num_key_value_groups",
+        "q_lora_rank",
+        "kv_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "qk_head_dim",
+        "v_head_dim",
+        "q_proj",
+        "scaling",
+        "attention_dropout",
+        "is_causal",
+    }
+)
+# Config fields a layer of the Llama family's layout reads in its forward, for a feature mha has
+# no option for (OLMo's clip_qkv); set to anything but None, the layer is refused, naming it.
+_HF_CONFIG_FEATURES = {"clip_qkv": "clamps q, k and v to [-clip_qkv, clip_qkv]"}
+# The kinds of layer (a config's layer_types) that are causal attention with or without a window.
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _layout(module: nn.Module) -> str:
+    """``"mha"`` or ``"mla"``: which layout ``module`` has, every part of it one ``from_hf`` maps;
+    otherwise an error naming the part."""
+    name = type(module).__name__
+    if not all(hasattr(module, n) for n in ("config", "layer_idx")):
+        raise TypeError(
+            f"module must be a transformers attention layer (with config and layer_idx), got {name}"
+        )
+    children = dict(module.named_children())
+    if "kv_a_proj_with_mqa" in children:
+        kind, names, known = "mla", _HF_MLA_NAMES, _HF_MLA_ATTRIBUTES
+    else:
+        kind, names, known = "mha", _HF_NAMES, _HF_ATTRIBUTES
+        projections = ("q_proj", "k_proj", "v_proj", "o_proj")
+        if not all(isinstance(children.get(n), nn.Linear) for n in projections):
+            raise TypeError(
+                "from_hf converts attention layers with q_proj, k_proj, v_proj and o_proj linear "
+                "layers (or DeepSeek's latent kv_a_proj_with_mqa); "
+                f"{name}'s submodules are {', '.join(children) or 'none'}"
+            )
+    extra = [f"submodule {n} ({type(c).__name__})" for n, c in children.items() if n not in names]
+    extra += [
+        f"{what} {n} {list(t.shape)}"
+        for what, items in (
+            ("parameter", module.named_parameters(recurse=False)),
+            ("buffer", module.named_buffers(recurse=False)),
+        )
+        for n, t in items
+    ]
+    if extra:
+        target = "mha.mla.MLA" if kind == "mla" else "mha.full.MHA"
+        raise ValueError(f"{name} has {', '.join(extra)}, which {target} has no counterpart for")
+    unknown = {
+        n: v
+        for n, v in vars(module).items()
+        # a submodule left out (DeepSeek's q_a_proj without a query bottleneck) is None
+        if not n.startswith("_")
+        and n != "training"
+        and n not in known
+        and not (n in names and v is None)
+    }
+    if unknown:
+        said = ", ".join(f"{n}={v!r}" for n, v in unknown.items())
+        raise ValueError(f"{name} sets {said}, which from_hf does not know: mha has no such option")
+    features = [
+        f"{n}={getattr(module.config, n)!r} (it {said})"
+        for n, said in _HF_CONFIG_FEATURES.items()
+        if getattr(module.config, n, None) is not None
+    ]
+    if features:
+        raise ValueError(f"{name}'s config sets {', '.join(features)}; mha has no such option")
+    if getattr(module, "is_causal", True) is not True:
+        why = getattr(module.config, "use_bidirectional_attention", None)
+        said = "" if why is None else f" (its config's use_bidirectional_attention={why!r})"
+        raise ValueError(
+            f"{name} has is_causal={module.is_causal!r}{said}: it attends both ways; the "
+            "layers from_hf converts are causal"
+        )
+    layer_type = _layer_type(module)
+    if layer_type is not None and layer_type not in _LAYER_TYPES:
+        raise ValueError(
+            f"{name} is a layer of type {layer_type!r} (the config's layer_types); from_hf "
+            f"converts {' and '.join(_LAYER_TYPES)} layers"
+        )
+    return kind
+
+
+def _layer_type(module: nn.Module) -> str | None:
+    """The kind of layer the config's ``layer_types`` says ``module`` is (``None`` without)."""
+    types, i = getattr(module.config, "layer_types", None), module.layer_idx
+    if getattr(module, "layer_type", None) is not None:
+        return module.layer_type
+    return types[i] if types is not None and i is not None and i < len(types) else None
+
+
+def _hf_window(module: nn.Module) -> int | None:
+    """The sliding window a layer's model masks it with: the layer's own ``sliding_window``
+    (Qwen's; ``None`` on a full layer), else the config's on the layers its ``layer_types`` marks
+    sliding, else the config's ``sliding_window`` on every layer (Mistral's, Mixtral's)."""
+    if hasattr(module, "sliding_window"):
+        return module.sliding_window
+    if getattr(module.config, "layer_types", None) is not None:
+        sliding = _layer_type(module) == "sliding_attention"
+        return module.config.sliding_window if sliding else None
+    return getattr(module.config, "sliding_window", None)
+
+
+def _check_projections(module: nn.Module) -> None:
+    """The four projections have the shapes the config's heads give (a query projection twice as
+    wide, for a gate, is another layer)."""
+    config, d = module.config, module.head_dim
+    heads, kv_heads, h = config.num_attention_heads, config.num_key_value_heads, config.hidden_size
+    expected = {
+        "q_proj": ([heads * d, h], "num_attention_heads * head_dim, hidden_size"),
+        "k_proj": ([kv_heads * d, h], "num_key_value_heads * head_dim, hidden_size"),
+        "v_proj": ([kv_heads * d, h], "num_key_value_heads * head_dim, hidden_size"),
+        "o_proj": ([h, heads * d], "hidden_size, num_attention_heads * head_dim"),
+    }
+    wrong = [
+        f"{n}.weight is {list(getattr(module, n).weight.shape)}, expected [{said}] = {shape}"
+        for n, (shape, said) in expected.items()
+        if list(getattr(module, n).weight.shape) != shape
+    ]
+    if wrong:
+        raise ValueError(f"{type(module).__name__}: {'; '.join(wrong)}")
+
+
+def _norm_eps(norm: nn.Module) -> float:
+    """The ``eps`` of a transformers RMSNorm, under either of the names they give it."""
+    eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
+    if eps is None:
+        raise ValueError(f"{type(norm).__name__} has no variance_epsilon or eps")
+    return float(eps)
+
+
+def _check_qk_norm(module: nn.Module) -> None:
+    """``q_norm`` and ``k_norm``, if any, are each an RMSNorm of one head (``[head_dim]``
+    weights), computing ``weight * x / sqrt(mean(x²) + eps)`` as ``mha.norm.RMSNorm`` does."""
+    name, d = type(module).__name__, module.head_dim
+    norms = {n: getattr(module, n, None) for n in ("q_norm", "k_norm")}
+    present = [n for n, norm in norms.items() if norm is not None]
+    if len(present) == 1:
+        raise ValueError(f"{name} has {present[0]} but not the other of q_norm and k_norm")
+    for n in present:
+        norm = norms[n]
+        weights = dict(norm.named_parameters())
+        if list(weights) != ["weight"] or weights["weight"].dim() != 1:
+            raise ValueError(
+                f"{name}.{n} ({type(norm).__name__}) has parameters {list(weights) or 'none'}, "
+                f"expected one weight [head_dim] = [{d}] (mha.norm.RMSNorm)"
+            )
+        weight = weights["weight"]
+        if weight.numel() != d:
+            raise ValueError(
+                f"{name}.{n}.weight is {list(weight.shape)}, expected [head_dim] = [{d}]: "
+                "mha's qk_norm normalises each head of q and k, this norm the whole projection "
+                "(all heads at once), which mha.full.MHA has no option for"
+            )
+        ours = mha.norm.RMSNorm(d, eps=_norm_eps(norm)).to(device=weight.device, dtype=weight.dtype)
+        x = _probe_tensor((3, d), weight)
+        with torch.no_grad():
+            ours.weight.copy_(weight)
+            off = _relative(ours(x), norm(x))
+        if off > _PROBE_TOLERANCE.get(weight.dtype, 5e-2):
+            raise ValueError(
+                f"{name}.{n} ({type(norm).__name__}) computes otherwise than "
+                f"weight * x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm): {off:.2g} off, relative"
+            )
+
+
+# How from_hf fills each option of mha.full.MHA (the fields of mha.full.Options) from a
+# transformers attention layer of the Llama family's layout, and the options these layers never
+# use (left at their default). mha_site/checkers/options.py checks that every field is in one of
+# the two.
+FROM_HF_FILLS = {
+    "hidden_size": lambda module: module.config.hidden_size,
+    "heads_num": lambda module: module.config.num_attention_heads,
+    "kv_heads": lambda module: module.config.num_key_value_heads,
+    "dropout": lambda module: float(module.attention_dropout),
+    "bias": lambda module: tuple(
+        ours
+        for theirs, ours in _HF_NAMES.items()
+        if theirs.endswith("proj") and getattr(module, theirs).bias is not None
+    ),
+    "head_size": lambda module: module.head_dim,
+    "scale": lambda module: float(module.scaling),  # Granite's: its attention_multiplier
+    "qk_norm": lambda module: getattr(module, "q_norm", None) is not None,
+    "norm_eps": lambda module: (
+        _norm_eps(module.q_norm) if getattr(module, "q_norm", None) is not None else 1e-6
+    ),
+    # the config's rope_parameters; which dimensions rotate, paired how, is the layer's code:
+    # _settle_rotation keeps the first of _rotations under which it computes what the layer does
+    "rope": lambda module: _rope_from_hf(module.config, *_rotations(module)[0]),
+    "window": _hf_window,
+}
+FROM_HF_DEFAULTS = {
+    "fast": "True: the fused kernel, which computes what transformers' sdpa and eager paths do",
+    "context_size": "None: these are self-attention layers, their keys come from x",
+}
 
 
 def _load_renamed(m: nn.Module, module: nn.Module, names: dict[str, str]) -> nn.Module:
@@ -474,109 +659,254 @@ def _load_renamed(m: nn.Module, module: nn.Module, names: dict[str, str]) -> nn.
         part, _, leaf = key.rpartition(".")
         renamed[f"{names[part]}.{leaf}"] = value
     m.load_state_dict(renamed, strict=True)
-    return m.train(module.training)
+    return m
 
 
 def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
-    """Build an [`mha.full.MHA`][mha.full.MHA], or from DeepSeek-V3's attention an
+    """Build an [`mha.full.MHA`][mha.full.MHA], or from DeepSeek's latent attention an
     [`mha.mla.MLA`][mha.mla.MLA], equal to a transformers attention module.
 
-    Llama, Mistral, Qwen2 and Qwen3 attention differ in a few switches, each an option of
-    ``mha.full.MHA``: ``head_size`` (the config's ``head_dim``), ``bias`` (Qwen2: q, k and v
-    only; Llama and Qwen3: the config's ``attention_bias``), ``qk_norm`` (Qwen3), ``rope`` (the
-    config's ``rope_parameters``: default, ``llama3`` or ``yarn``) and ``window`` (Mistral's
-    ``sliding_window``; Qwen's on its sliding layers). The weights are copied exactly, on the
-    module's device and in its dtype. The result called as ``m(x, is_causal=True)`` gives the
-    module's output for positions ``0 .. q_len - 1`` under its causal (and sliding-window) mask;
-    with a [`KVCache`][mha.cache.KVCache] it continues at position ``len(cache)``, as the module
-    does with its own cache. ``DeepseekV3Attention`` becomes an ``mha.mla.MLA`` of the config's
-    ranks and head dims, its rotation (interleaved where ``rope_interleave`` says so) and the
-    module's ``scaling`` (times YaRN's mscale squared where the config's ``rope_parameters`` set
-    ``mscale_all_dim``); it is called the same way, with a
+    A layer is taken by what it is and does, not by its class's name. Of the Llama family's
+    layout (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``, maybe ``q_norm`` and ``k_norm``),
+    its variants differ in a few switches, each an option of ``mha.full.MHA``: ``head_size``
+    (the layer's ``head_dim``), ``bias`` (the projections that have one: Qwen2's, Qwen2-MoE's
+    and GLM-4's q, k and v; the others' per the config's ``attention_bias``), ``scale`` (the
+    layer's ``scaling``: Granite's is its ``attention_multiplier``), ``qk_norm`` (Qwen3,
+    Qwen3-MoE: an RMSNorm of each head), ``rope`` (the config's ``rope_parameters``: default,
+    ``llama3`` or ``yarn``, with its ``partial_rotary_factor``; pairs of halves, or interleaved
+    pairs as GLM-4's code rotates them) and ``window`` (Mistral's and Mixtral's
+    ``sliding_window``, Qwen's on its sliding layers). This covers Llama, Mistral, Mixtral,
+    Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Granite and GLM-4 attention (the experts of the
+    MoE models are in their MLPs, not here). The weights are copied exactly, on the module's
+    device and in its dtype. The result called as ``m(x, is_causal=True)`` gives the module's
+    output for positions ``0 .. q_len - 1`` under its causal (and sliding-window) mask; with a
+    [`KVCache`][mha.cache.KVCache] it continues at position ``len(cache)``, as the module does
+    with its own cache. DeepSeek-V2's and V3's attention become an ``mha.mla.MLA`` of the
+    config's ranks and head dims, its rotation (interleaved pairs: V2's always, V3's where
+    ``rope_interleave`` says so) and the module's ``scaling`` (times YaRN's mscale squared where
+    the config's ``rope_parameters`` set ``mscale_all_dim``); it is called the same way, with a
     [`LatentCache`][mha.mla.LatentCache] for decoding.
 
+    Last, the layer is run as its model runs it (its rotary embedding's tables, a causal mask)
+    on 6 positions of a fixed input, beside the module built: the two must agree (the rotation's
+    layout is taken from the first candidate that does). This catches what no attribute says.
+
     Args:
-        module: a transformers ``LlamaAttention``, ``MistralAttention``, ``Qwen2Attention``,
-            ``Qwen3Attention`` or ``DeepseekV3Attention`` (built from a config; nothing is
-            downloaded).
+        module: a transformers attention layer of either layout (built from a config; nothing
+            is downloaded).
 
     Returns:
-        An ``mha.full.MHA`` (an ``mha.mla.MLA`` for ``DeepseekV3Attention``) in the module's mode
-        (training or evaluation).
+        An ``mha.full.MHA`` (an ``mha.mla.MLA`` for DeepSeek's latent layout) in the module's
+        mode (training or evaluation).
 
     Raises:
-        TypeError: ``module`` is another class (named in the message).
-        ValueError: its config uses what ``mha`` does not implement (a rope type other than
-            default, ``llama3`` and ``yarn``) or these classes do not (a
-            ``partial_rotary_factor`` other than 1).
+        TypeError: ``module`` has no ``config`` and ``layer_idx``, or not the projections of
+            either layout (a fused ``qkv_proj``, say); the message names its submodules.
+        ValueError: the layer does what ``mha`` does not, and the message names it: a
+            parameter, submodule or attribute ``from_hf`` does not map (attention sinks, a
+            soft-cap), ``is_causal=False``, a layer type other than full and sliding attention,
+            a projection of another shape (a gated query), a q/k norm over the whole projection
+            or of another formula, a rope type other than default, ``llama3`` and ``yarn``; or
+            the layer, run, computes otherwise than the module built from it.
 
     中文:
-        构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek-V3 的
-        注意力则转成 [`mha.mla.MLA`][mha.mla.MLA]。
+        构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek 的
+        潜在注意力则转成 [`mha.mla.MLA`][mha.mla.MLA]。
 
-        Llama、Mistral、Qwen2 和 Qwen3 的注意力只差几个开关，每个都是 ``mha.full.MHA`` 的一个
-        选项：``head_size``（配置里的 ``head_dim``）、``bias``（Qwen2 只有 q、k、v 有偏置；Llama
-        和 Qwen3 看配置的 ``attention_bias``）、``qk_norm``（Qwen3）、``rope``（配置里的
-        ``rope_parameters``：默认、``llama3`` 或 ``yarn``）和 ``window``（Mistral 的
-        ``sliding_window``；Qwen 的滑动窗口层）。权重原样复制，设备和 dtype 与模块相同。以
+        判断一个层能不能转换，看的是它有什么、算什么，而不是类名。Llama 这一族的结构
+        （``q_proj``、``k_proj``、``v_proj``、``o_proj``，可能还有 ``q_norm`` 和 ``k_norm``）
+        的各个变体只差几个开关，每个都是 ``mha.full.MHA`` 的一个选项：``head_size``（层的
+        ``head_dim``）、``bias``（哪些投影带偏置：Qwen2、Qwen2-MoE 和 GLM-4 只有 q、k、v 有；
+        其余的看配置的 ``attention_bias``）、``scale``（层的 ``scaling``：Granite 的就是它的
+        ``attention_multiplier``）、``qk_norm``（Qwen3、Qwen3-MoE：对每个头做 RMSNorm）、
+        ``rope``（配置里的 ``rope_parameters``：默认、``llama3`` 或 ``yarn``，连同它的
+        ``partial_rotary_factor``；前后两半配对，或者像 GLM-4 的代码那样相邻两维配对）和
+        ``window``（Mistral 和 Mixtral 的 ``sliding_window``；Qwen 的滑动窗口层）。Llama、
+        Mistral、Mixtral、Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Granite 和 GLM-4 的注意力都在
+        其中（MoE 模型的专家在 MLP 里，不在这里）。权重原样复制，设备和 dtype 与模块相同。以
         ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动
         窗口）掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)`` 接着算，
-        与模块用它自己的缓存时相同。``DeepseekV3Attention`` 转成 ``mha.mla.MLA``：秩和各部分的
-        维度取自配置，旋转按 ``rope_interleave`` 决定是否交错，softmax 的缩放系数取模块的
-        ``scaling``（配置的 ``rope_parameters`` 设了 ``mscale_all_dim`` 时，它已乘上 YaRN 的
-        mscale 的平方）；调用方式相同，解码时用
-        [`LatentCache`][mha.mla.LatentCache]。
+        与模块用它自己的缓存时相同。DeepSeek-V2 和 V3 的注意力转成 ``mha.mla.MLA``：秩和各部分的
+        维度取自配置，旋转是相邻两维配对（V2 总是如此，V3 看 ``rope_interleave``），softmax 的
+        缩放系数取模块的 ``scaling``（配置的 ``rope_parameters`` 设了 ``mscale_all_dim`` 时，它已
+        乘上 YaRN 的 mscale 的平方）；调用方式相同，解码时用 [`LatentCache`][mha.mla.LatentCache]。
+
+        最后，像它的模型那样运行这个层（用模型的旋转位置编码给出的表和因果掩码），输入是固定的
+        6 个位置，与构建出的模块并排比较：两者必须一致（旋转的排列方式取第一个一致的候选）。
+        属性说不出来的差别，由这一步发现。
 
         参数：
-            module: transformers 的 ``LlamaAttention``、``MistralAttention``、``Qwen2Attention``、
-                ``Qwen3Attention`` 或 ``DeepseekV3Attention``（由配置构建，不下载任何东西）。
+            module: 这两种结构之一的 transformers 注意力层（由配置构建，不下载任何东西）。
 
         返回：
-            一个 ``mha.full.MHA``（``DeepseekV3Attention`` 则是 ``mha.mla.MLA``），与模块处于同一
+            一个 ``mha.full.MHA``（DeepSeek 的潜在注意力则是 ``mha.mla.MLA``），与模块处于同一
             模式（训练或评估）。
 
         异常：
-            TypeError: ``module`` 是别的类（错误信息会写出类名）。
-            ValueError: 它的配置用了 ``mha`` 没有实现的东西（默认、``llama3``、``yarn`` 之外的
-                rope 类型），或者这几个类本身不支持的东西（不等于 1 的 ``partial_rotary_factor``）。
+            TypeError: ``module`` 没有 ``config`` 和 ``layer_idx``，或者没有这两种结构的投影
+                （比如合并成一个的 ``qkv_proj``）；错误信息会列出它的子模块。
+            ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
+                参数、子模块或属性（注意力汇聚、软上限），``is_causal=False``，完整注意力和滑动
+                窗口注意力以外的层类型，形状不同的投影（带门控的查询），对整个投影做的或者公式
+                不同的 q/k 归一化，默认、``llama3``、``yarn`` 之外的 rope 类型；或者运行起来，
+                这个层算出的与由它构建的模块不同。
     """
-    name = type(module).__name__
-    if name not in HF_CLASSES:
-        raise TypeError(f"from_hf converts transformers' {', '.join(HF_CLASSES)}; got {name}")
-    if name == "DeepseekV3Attention":
-        return _mla_from_hf(module)
-    options = mha.full.Options(**{field: fill(module) for field, fill in FROM_HF_FILLS.items()})
-    weight = module.q_proj.weight
-    m = mha.full.MHA.from_options(options).to(device=weight.device, dtype=weight.dtype)
-    return _load_renamed(m, module, _HF_NAMES)
+    kind = _layout(module)
+    if kind == "mla":
+        weight = module.kv_a_proj_with_mqa.weight
+        arguments = _filled(module, FROM_HF_MLA_FILLS)
+        m = mha.mla.MLA(**arguments).to(device=weight.device, dtype=weight.dtype)
+        m = _load_renamed(m, module, _HF_MLA_NAMES)
+    else:
+        _check_projections(module)
+        _check_qk_norm(module)
+        options = mha.full.Options(**_filled(module, FROM_HF_FILLS))
+        weight = module.q_proj.weight
+        m = mha.full.MHA.from_options(options).to(device=weight.device, dtype=weight.dtype)
+        m = _load_renamed(m, module, _HF_NAMES)
+    _settle_rotation(m, module)
+    return m.train(module.training)
 
 
-def _rope_from_hf(config: object, head_size: int, *, interleaved: bool = False) -> RotaryEmbedding:
-    """The rotary embedding a transformers config describes (its ``rope_parameters``)."""
-    scaling = dict(config.rope_parameters)
+def _filled(module: nn.Module, fills: dict) -> dict[str, object]:
+    """Each argument ``fills`` reads from ``module``; one it lacks is a ``ValueError`` naming it."""
+    try:
+        return {name: fill(module) for name, fill in fills.items()}
+    except AttributeError as error:
+        raise ValueError(
+            f"{type(module).__name__} lacks what from_hf reads from a layer of its layout: {error}"
+        ) from error
+
+
+def _rope_from_hf(config: object, rotary_dims: int, interleaved: bool = False) -> RotaryEmbedding:
+    """The rotary embedding a transformers config describes (its ``rope_parameters``), rotating
+    ``rotary_dims`` dimensions of each head."""
+    said = getattr(config, "rope_parameters", None)
+    if not isinstance(said, dict) or "rope_theta" not in said:
+        raise ValueError(
+            f"the config's rope_parameters is {said!r}; from_hf reads one rotation from it, a "
+            "dict with rope_theta (and rope_type)"
+        )
+    scaling = dict(said)
     base = scaling.pop("rope_theta")
     kind = scaling.get("rope_type", "default")
     if kind not in SCALINGS:
         raise ValueError(
             f"the config's rope_type is {kind!r}; mha.rope implements {sorted(SCALINGS)}"
         )
-    # These families rotate whole heads (their code has no partial rotation)
-    partial = scaling.pop("partial_rotary_factor", 1.0)
-    if partial != 1.0:
-        raise ValueError(
-            f"the config's partial_rotary_factor is {partial}; these attention classes rotate "
-            "whole heads (1.0)"
-        )
+    scaling.pop("partial_rotary_factor", None)  # rotary_dims says it
     return RotaryEmbedding(
-        head_size,
+        rotary_dims,
         base=base,
         interleaved=interleaved,
         scaling=None if kind == "default" else scaling,
     )
 
 
-# How from_hf fills each argument of mha.mla.MLA from DeepSeek-V3's attention, and how an MLA
-# gives each back (the module keeps some under shorter names): to_hf compares the two.
+def _rotations(module: nn.Module) -> list[tuple[int, bool]]:
+    """The rotations a layer may do, ``(rotary_dims, interleaved)``, the likeliest first: the
+    config's share of each head (``partial_rotary_factor``, as transformers rounds it), then the
+    whole head (which some families rotate whatever the factor says); pairs of halves, then
+    interleaved pairs (DeepSeek's latent layout: as ``rope_interleave`` says first)."""
+    config = module.config
+    if "kv_a_proj_with_mqa" in dict(module.named_children()):
+        said = bool(getattr(config, "rope_interleave", False))
+        return [(config.qk_rope_head_dim, said), (config.qk_rope_head_dim, not said)]
+    d = module.head_dim
+    partial = dict(getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0)
+    sizes = dict.fromkeys([int(d * partial), d])  # in order, once each
+    return [(size, interleaved) for size in sizes for interleaved in (False, True)]
+
+
+# How far from_hf's module may be from the layer on the probe, relative to the layer's largest
+# output: far above rounding (transformers rotates DeepSeek-V2's keys in float32, computes eager
+# softmax in float32), far below what another rotation or a missing feature gives (0.1 and more).
+_PROBE_TOLERANCE = {torch.float64: 1e-3, torch.float32: 1e-3}
+_PROBE_LENGTH = 6
+
+
+def _probe_tensor(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """A fixed random tensor on ``like``'s device and in its dtype (the global generator is left
+    as it was)."""
+    drawn = torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    return drawn.to(device=like.device, dtype=like.dtype)
+
+
+def _relative(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    """The largest difference, relative to ``theirs``' largest magnitude."""
+    scale = theirs.abs().max().clamp_min(torch.finfo(theirs.dtype).tiny)
+    return ((ours - theirs).abs().max() / scale).item()
+
+
+def _probe(m: nn.Module, module: nn.Module) -> float:
+    """How far ``m``'s output is from ``module``'s, run as its model runs it: the tables of the
+    model's rotary embedding (``<Name>RotaryEmbedding`` beside the layer's class), an additive
+    causal mask (with ``m``'s window), 6 positions of a fixed input; relative to its largest. An
+    attention implementation other than eager and sdpa is set to sdpa for the call."""
+    name, code = type(module).__name__, sys.modules[type(module).__module__]
+    rotary_name = name.removesuffix("Attention") + "RotaryEmbedding"
+    rotary_class = getattr(code, rotary_name, None)
+    if rotary_class is None:
+        raise ValueError(
+            f"from_hf runs {name} with its model's rotary embedding, and "
+            f"{type(module).__module__} has no {rotary_name}"
+        )
+    weight = m.W_o.weight
+    x = _probe_tensor((1, _PROBE_LENGTH, m.hidden_size), weight)
+    positions = torch.arange(_PROBE_LENGTH, device=weight.device)
+    i, j = positions[:, None], positions[None, :]
+    visible = j <= i
+    if getattr(m, "window", None) is not None:
+        visible &= i - j < m.window
+    mask = torch.zeros(visible.shape, dtype=weight.dtype, device=weight.device)
+    mask = mask.masked_fill(~visible, torch.finfo(weight.dtype).min)[None, None]
+    config, training = module.config, (module.training, m.training)
+    implementation = getattr(config, "_attn_implementation", None)
+    try:
+        if implementation not in (None, "eager", "sdpa"):
+            config._attn_implementation = "sdpa"
+        module.training = False  # what the attention reads for its dropout
+        m.eval()
+        with torch.no_grad(), torch.autocast(weight.device.type, enabled=False):
+            rotary = rotary_class(config).to(weight.device)
+            theirs = module(x, position_embeddings=rotary(x, positions[None]), attention_mask=mask)
+            ours = m(x, is_causal=True)
+    except Exception as error:  # the layer does not run as the Llama family's runs
+        raise ValueError(
+            f"from_hf runs {name} as its model does (hidden states, its rotary embedding's "
+            f"tables, a mask), and it raised {type(error).__name__}: {error}"
+        ) from error
+    finally:
+        if implementation not in (None, "eager", "sdpa"):
+            config._attn_implementation = implementation
+        module.training = training[0]
+        m.train(training[1])
+    return _relative(ours, theirs[0] if isinstance(theirs, tuple) else theirs)
+
+
+def _settle_rotation(m: nn.Module, module: nn.Module) -> None:
+    """Give ``m`` the first rotation of ``_rotations`` under which it computes what ``module``
+    does; without one, a ``ValueError`` saying how far each is."""
+    tolerance = _PROBE_TOLERANCE.get(m.W_o.weight.dtype, 5e-2)
+    tried = []
+    for rotary_dims, interleaved in _rotations(module):
+        rope = _rope_from_hf(module.config, rotary_dims, interleaved)
+        m.rope = rope.to(m.W_o.weight.device)
+        off = _probe(m, module)
+        if off <= tolerance:
+            return
+        pairs = "interleaved pairs" if interleaved else "pairs of halves"
+        tried.append(f"{off:.2g} rotating {rotary_dims} dims in {pairs}")
+    name = type(module).__name__
+    raise ValueError(
+        f"{name} computes otherwise than the {type(m).__name__} from_hf reads from its config "
+        f"and attributes: run on {_PROBE_LENGTH} positions, the two outputs differ by "
+        f"{'; '.join(tried)} (relative to the largest output; at most {tolerance:g} passes)"
+    )
+
+
+# How from_hf fills each argument of mha.mla.MLA from DeepSeek's latent attention (V2's and V3's),
+# and how an MLA gives each back (the module keeps some under shorter names): to_hf compares them.
 FROM_HF_MLA_FILLS = {
     "hidden_size": lambda module: module.config.hidden_size,
     "heads_num": lambda module: module.config.num_attention_heads,
@@ -585,12 +915,10 @@ FROM_HF_MLA_FILLS = {
     "qk_nope_head_dim": lambda module: module.config.qk_nope_head_dim,
     "qk_rope_head_dim": lambda module: module.config.qk_rope_head_dim,
     "v_head_dim": lambda module: module.config.v_head_dim,
-    "rope": lambda module: _rope_from_hf(
-        module.config, module.config.qk_rope_head_dim, interleaved=module.config.rope_interleave
-    ),
+    "rope": lambda module: _rope_from_hf(module.config, *_rotations(module)[0]),
     "scale": lambda module: float(module.scaling),
     "bias": lambda module: module.kv_a_proj_with_mqa.bias is not None,
-    "norm_eps": lambda module: float(module.kv_a_layernorm.variance_epsilon),
+    "norm_eps": lambda module: _norm_eps(module.kv_a_layernorm),
 }
 _MLA_ARGUMENTS = {
     "hidden_size": lambda m: m.hidden_size,
@@ -607,24 +935,14 @@ _MLA_ARGUMENTS = {
 }
 
 
-def _mla_from_hf(module: nn.Module) -> mha.mla.MLA:
-    """``DeepseekV3Attention`` as an [`mha.mla.MLA`][mha.mla.MLA], the weights copied exactly."""
-    weight = module.kv_a_proj_with_mqa.weight
-    arguments = {name: fill(module) for name, fill in FROM_HF_MLA_FILLS.items()}
-    m = mha.mla.MLA(**arguments).to(device=weight.device, dtype=weight.dtype)
-    return _load_renamed(m, module, _HF_MLA_NAMES)
-
-
 # ---- A whole transformers model: swap its attention layers for mha's, and back ----------------
 
 
 def _hf_options(hf_attention: nn.Module) -> dict[str, object]:
     """The arguments ``from_hf`` builds its module with from ``hf_attention`` (the fields of
-    ``mha.full.Options``, resolved, or ``mha.mla.MLA``'s arguments)."""
-    if type(hf_attention).__name__ == "DeepseekV3Attention":
-        return {name: fill(hf_attention) for name, fill in FROM_HF_MLA_FILLS.items()}
-    options = mha.full.Options(**{f: fill(hf_attention) for f, fill in FROM_HF_FILLS.items()})
-    return vars(options.resolved())
+    ``mha.full.Options``, resolved, or ``mha.mla.MLA``'s arguments): those of the module it
+    builds, its rotation settled by running the layer."""
+    return _own_options(from_hf(hf_attention))
 
 
 def _own_options(module: nn.Module) -> dict[str, object]:
@@ -664,24 +982,24 @@ def to_hf(module: nn.Module, hf_attention: nn.Module) -> nn.Module:
     The inverse of [`from_hf`][mha.interop.from_hf]: the parameters take transformers' names
     back (``W_q`` to ``q_proj``, ...; the same table, read the other way), and are copied into
     ``hf_attention``'s own tensors (cast to their dtype and device, as ``load_state_dict``
-    does). First ``module``'s options are compared with those ``from_hf(hf_attention)`` would
-    build (``FROM_HF_FILLS``: sizes, heads, head size, biases, scale, q/k norm, rotation,
-    window; ``fast`` aside, which changes how, not what), so that the copy computes what
-    ``module`` computes.
+    does). First ``module``'s options are compared with those of the module
+    ``from_hf(hf_attention)`` builds (``FROM_HF_FILLS``: sizes, heads, head size, biases, scale,
+    q/k norm, rotation, window; ``fast`` aside, which changes how, not what), so that the copy
+    computes what ``module`` computes.
 
     Args:
-        module: an [`mha.full.MHA`][mha.full.MHA], or an [`mha.mla.MLA`][mha.mla.MLA] for a
-            ``DeepseekV3Attention``.
-        hf_attention: a transformers attention module of a class ``from_hf`` converts.
+        module: an [`mha.full.MHA`][mha.full.MHA], or an [`mha.mla.MLA`][mha.mla.MLA] for
+            DeepSeek's latent attention.
+        hf_attention: a transformers attention layer ``from_hf`` converts.
 
     Returns:
         ``hf_attention``, its weights now ``module``'s.
 
     Raises:
-        TypeError: ``hf_attention`` is of a class ``from_hf`` does not convert, or ``module``
-            is not the kind of ``mha`` module it converts to.
-        ValueError: an option of ``module`` differs from ``hf_attention``'s; the message names
-            each, with both values.
+        TypeError: ``hf_attention`` is not of a layout ``from_hf`` converts, or ``module`` is
+            not the kind of ``mha`` module it converts to.
+        ValueError: ``from_hf`` refuses ``hf_attention`` (the message says why), or an option of
+            ``module`` differs from ``hf_attention``'s; the message names each, with both values.
 
     Examples:
         >>> from transformers import LlamaConfig
@@ -704,29 +1022,26 @@ def to_hf(module: nn.Module, hf_attention: nn.Module) -> nn.Module:
         它是 [`from_hf`][mha.interop.from_hf] 的逆操作：参数换回 transformers 的名字（``W_q`` 换回
         ``q_proj`` 等，用的是同一张表，反过来读），复制进 ``hf_attention`` 自己的张量（按它们的
         dtype 和设备转换，与 ``load_state_dict`` 相同）。复制之前先比较 ``module`` 的选项和
-        ``from_hf(hf_attention)`` 会构建出的选项（``FROM_HF_FILLS``：尺寸、头数、每个头的维度、
-        偏置、缩放系数、q/k 的归一化、旋转、窗口；``fast`` 除外，它只改变怎样算，不改变算什么），
-        保证复制过去的模块算的就是 ``module`` 算的。
+        ``from_hf(hf_attention)`` 构建出的模块的选项（``FROM_HF_FILLS``：尺寸、头数、每个头的
+        维度、偏置、缩放系数、q/k 的归一化、旋转、窗口；``fast`` 除外，它只改变怎样算，不改变算
+        什么），保证复制过去的模块算的就是 ``module`` 算的。
 
         参数：
-            module: 一个 [`mha.full.MHA`][mha.full.MHA]；对 ``DeepseekV3Attention`` 则是
+            module: 一个 [`mha.full.MHA`][mha.full.MHA]；对 DeepSeek 的潜在注意力则是
                 [`mha.mla.MLA`][mha.mla.MLA]。
-            hf_attention: transformers 的注意力模块，属于 ``from_hf`` 能转换的类。
+            hf_attention: ``from_hf`` 能转换的 transformers 注意力层。
 
         返回：
             ``hf_attention`` 本身，权重已换成 ``module`` 的。
 
         异常：
-            TypeError: ``hf_attention`` 的类 ``from_hf`` 不能转换，或者 ``module`` 不是它对应的那种
-                ``mha`` 模块。
-            ValueError: ``module`` 的某个选项与 ``hf_attention`` 的不同；错误信息逐个写出，两边的
-                值都写上。
+            TypeError: ``hf_attention`` 的结构 ``from_hf`` 不能转换，或者 ``module`` 不是它对应的
+                那种 ``mha`` 模块。
+            ValueError: ``from_hf`` 拒绝转换 ``hf_attention``（错误信息写出原因），或者 ``module``
+                的某个选项与 ``hf_attention`` 的不同；错误信息逐个写出，两边的值都写上。
     """
     name = type(hf_attention).__name__
-    if name not in HF_CLASSES:
-        raise TypeError(f"to_hf copies into transformers' {', '.join(HF_CLASSES)}; got {name}")
-    mla = name == "DeepseekV3Attention"
-    kind = mha.mla.MLA if mla else mha.full.MHA
+    kind = mha.mla.MLA if _layout(hf_attention) == "mla" else mha.full.MHA
     if not isinstance(module, kind):
         raise TypeError(
             f"{name} takes the weights of a {kind.__module__}.{kind.__name__}, "
@@ -763,9 +1078,12 @@ def _same_requires_grad(source: nn.Module, target: nn.Module, names: dict[str, s
 def swap_attention(model: nn.Module) -> nn.Module:
     """Replace, in place, every attention layer of a transformers model by ``mha``'s.
 
-    Each module of a class [`from_hf`][mha.interop.from_hf] converts (``LlamaAttention``,
-    ``MistralAttention``, ``Qwen2Attention``, ``Qwen3Attention``, ``DeepseekV3Attention``)
-    becomes an [`HFAttention`][mha.hf.HFAttention] around ``from_hf(layer)``: the same weights
+    Each of its transformers attention layers (a module of a class named ``...Attention``, with
+    ``config`` and ``layer_idx``) is converted by [`from_hf`][mha.interop.from_hf]: those of
+    Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Granite, GLM-4 and
+    DeepSeek-V2 and V3, among others of the same layer. If one is refused, none is swapped and
+    the error names it and why. Each becomes an [`HFAttention`][mha.hf.HFAttention] around
+    ``from_hf(layer)``: the same weights
     (which parameters require grad too), device, dtype and mode. The model then runs as before,
     ``model(...)``, ``model.generate(...)`` (greedy, sampling, beam search, with left padding
     and sliding windows) and training alike, with ``mha`` computing every attention; its logits
@@ -783,8 +1101,9 @@ def swap_attention(model: nn.Module) -> nn.Module:
 
     Raises:
         TypeError: ``model`` is not a ``torch.nn.Module``.
-        ValueError: ``model`` has no attention layer of those classes (the message names the
-            attention classes it has), or is swapped already.
+        ValueError: ``model`` has no transformers attention layer (the message names the
+            attention classes it has), ``from_hf`` refuses one (the message names the first and
+            says why), or the model is swapped already.
 
     Examples:
         >>> from transformers import LlamaConfig, LlamaForCausalLM
@@ -802,11 +1121,14 @@ def swap_attention(model: nn.Module) -> nn.Module:
     中文:
         把 transformers 模型的每个注意力层原地换成 ``mha`` 的。
 
-        凡是 [`from_hf`][mha.interop.from_hf] 能转换的类（``LlamaAttention``、``MistralAttention``、
-        ``Qwen2Attention``、``Qwen3Attention``、``DeepseekV3Attention``）的模块，都换成包着
-        ``from_hf(layer)`` 的 [`HFAttention`][mha.hf.HFAttention]：权重（连同哪些参数要求梯度）、
-        设备、dtype 和模式都不变。之后模型照常运行，``model(...)``、``model.generate(...)``（贪心、
-        采样、束搜索，左填充和滑动窗口都可以）和训练都一样，只是每个注意力都由 ``mha`` 计算；
+        它的每个 transformers 注意力层（类名形如 ``...Attention``、带 ``config`` 和 ``layer_idx``
+        的模块）都交给 [`from_hf`][mha.interop.from_hf] 转换：Llama、Mistral、Mixtral、Qwen2、
+        Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Granite、GLM-4 和 DeepSeek-V2、V3 的都可以，与它们
+        同样的层也可以。只要有一层被拒绝，就一层也不替换，错误信息写出是哪一层、为什么。每一层都
+        换成包着 ``from_hf(layer)`` 的 [`HFAttention`][mha.hf.HFAttention]：权重（连同哪些参数
+        要求梯度）、设备、dtype 和模式都不变。之后模型照常运行，``model(...)``、
+        ``model.generate(...)``（贪心、采样、束搜索，左填充和滑动窗口都可以）和训练都一样，只是
+        每个注意力都由 ``mha`` 计算；
         logits 与原模型的只差舍入误差。transformers 的掩码、位置和缓存怎样传进来，见
         [`HFAttention`][mha.hf.HFAttention]。
         [`restore_attention`][mha.interop.restore_attention] 把 transformers 的模块换回去，权重取
@@ -821,8 +1143,8 @@ def swap_attention(model: nn.Module) -> nn.Module:
 
         异常：
             TypeError: ``model`` 不是 ``torch.nn.Module``。
-            ValueError: ``model`` 里没有这些类的注意力层（错误信息写出它有哪些注意力类），或者
-                已经替换过了。
+            ValueError: ``model`` 里没有 transformers 的注意力层（错误信息写出它有哪些注意力类），
+                ``from_hf`` 拒绝了其中一层（错误信息写出第一层和原因），或者模型已经替换过了。
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -832,17 +1154,35 @@ def swap_attention(model: nn.Module) -> nn.Module:
             f"this {type(model).__name__} is swapped already: its attention layers are "
             "mha.hf.HFAttention (restore_attention(model) puts transformers' back)"
         )
-    found = [(name, m) for name, m in modules if type(m).__name__ in HF_CLASSES]
+    # transformers' attention layers: what HFAttention takes (config, layer_idx), named so
+    found = [
+        (name, m)
+        for name, m in modules
+        if "Attention" in type(m).__name__ and hasattr(m, "config") and hasattr(m, "layer_idx")
+    ]
+    found = [(n, m) for n, m in found if not any(n.startswith(f"{o}.") for o, _ in found)]
     if not found:
         attentions = sorted(
             {type(m).__name__ for _, m in modules if "Attention" in type(m).__name__}
         )
         raise ValueError(
-            f"{type(model).__name__} has no attention layer swap_attention converts "
-            f"({', '.join(HF_CLASSES)}); its attention classes: {attentions or 'none'}"
+            f"{type(model).__name__} has no transformers attention layer (a module of a class "
+            f"named ...Attention, with config and layer_idx); its attention classes: "
+            f"{attentions or 'none'}"
         )
-    for name, layer in found:
-        attention = from_hf(layer)
+    converted, refused = [], []
+    for name, layer in found:  # every layer converted before any is swapped
+        try:
+            converted.append((name, layer, from_hf(layer)))
+        except (TypeError, ValueError) as error:
+            refused.append(f"{name} ({type(layer).__name__}): {error}")
+    if refused:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise ValueError(
+            f"{type(model).__name__} has attention layers swap_attention cannot convert, so "
+            f"none is swapped: {refused[0]}{more}"
+        )
+    for name, layer, attention in converted:
         _same_requires_grad(layer, attention, _hf_names(attention))
         parent, _, child = name.rpartition(".")
         model.get_submodule(parent).register_module(child, mha.hf.HFAttention(attention, layer))
