@@ -36,3 +36,20 @@ def test_chinese_characters_count_twice():
 def test_an_include_line_is_exempt():
     include = '--8<-- "mha/' + "x" * 80 + '.py:all"'
     assert too_wide(f"```python\n{include}\n# {'y' * 80}\n```\n") == [(3, 82)]
+
+
+def test_a_doctest_blocks_output_is_text_its_code_is_measured():
+    long = "y" * 81
+    block = f"```python\n>>> print({long!r})\n{long}\n>>> x = 1\n```\n"
+    assert too_wide(block) == [(2, 94)]  # the prompt line; its printed output passes
+
+
+def test_a_string_a_snippet_writes_is_text_its_first_line_code():
+    long = "z" * 81
+    block = f'```python\nf = """{long}\n{long}\n"""\n{long}\n```\n'
+    assert too_wide(block) == [(2, 88), (5, 81)]  # its opening line and the code after it
+
+
+def test_the_text_of_other_blocks_is_measured():
+    long = "w" * 81
+    assert too_wide(f'```text\nf = """\n{long}\n"""\n>>> 1\n{long}\n```\n') == [(3, 81), (6, 81)]
