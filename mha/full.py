@@ -73,6 +73,16 @@ PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")
 _BIAS_SAID = {(): False, PROJECTIONS: True}  # how print shows MHA.bias, a tuple of names
 
 
+def _check_qk_norm(qk_norm: object) -> None:
+    """``qk_norm`` is ``False``, ``True`` (Qwen3's RMSNorm) or ``"gemma"`` (Gemma 3's)."""
+    if isinstance(qk_norm, str) and qk_norm != "gemma":
+        raise ValueError(f"qk_norm must be False, True or 'gemma', got {qk_norm!r}")
+    if not isinstance(qk_norm, bool | str):
+        raise TypeError(
+            f"qk_norm must be a bool or 'gemma', got {type(qk_norm).__name__} ({qk_norm!r})"
+        )
+
+
 def _biased(bias: object) -> set[str]:
     """The projections that have a bias: ``bias`` is a ``bool`` (all or none) or their names."""
     if isinstance(bias, bool):
@@ -118,6 +128,7 @@ class Options:
         norm_eps: as in [`MHA`][mha.full.MHA].
         rope: as in [`MHA`][mha.full.MHA].
         window: as in [`MHA`][mha.full.MHA].
+        softcap: as in [`MHA`][mha.full.MHA].
 
     Examples:
         >>> options = MHA(20, 4, kv_heads=2).options
@@ -154,6 +165,7 @@ class Options:
             norm_eps: 与 [`MHA`][mha.full.MHA] 相同。
             rope: 与 [`MHA`][mha.full.MHA] 相同。
             window: 与 [`MHA`][mha.full.MHA] 相同。
+            softcap: 与 [`MHA`][mha.full.MHA] 相同。
     """
 
     hidden_size: int
@@ -165,10 +177,11 @@ class Options:
     context_size: int | None = None
     head_size: int | None = None
     scale: float | None = None
-    qk_norm: bool = False
+    qk_norm: bool | str = False
     norm_eps: float = 1e-6
     rope: RotaryEmbedding | None = None
     window: int | None = None
+    softcap: float | None = None
 
     def resolved(self) -> Options:
         """The same options with what follows from the others filled in: ``kv_heads``,
@@ -234,7 +247,9 @@ class MHA(nn.Module):
         bias: whether the four linear layers have a bias, or the names of those that have one,
             as a tuple (Qwen2: ``("W_q", "W_k", "W_v")``).
         fast: ``True`` runs ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels);
-            ``False`` runs the attention written out, as on the site's walkthrough.
+            ``False`` runs the attention written out, as on the site's walkthrough. With
+            ``softcap`` the written-out path runs either way: the fused kernels cannot cap the
+            scores.
         context_size: the width of ``context`` in cross-attention, when it differs from
             ``hidden_size`` (``kdim`` and ``vdim`` in ``nn.MultiheadAttention``): ``W_k`` and
             ``W_v`` take ``context_size`` inputs, and the module does cross-attention only.
@@ -246,22 +261,30 @@ class MHA(nn.Module):
         scale: what the scores ``q·k`` are multiplied by; ``None`` (the default) means
             ``1 / sqrt(head_size)``.
         qk_norm: an RMSNorm over each head of the queries and of the keys, before the rotation
-            (Qwen3): ``q_norm`` and ``k_norm``, each with ``head_size`` weights.
+            (Qwen3): ``q_norm`` and ``k_norm``, each with ``head_size`` weights; ``"gemma"``
+            for Gemma 3's flavour, which scales by ``1 + weight``
+            ([`RMSNorm`][mha.norm.RMSNorm]'s ``plus_one``).
         norm_eps: the ``eps`` of those norms (``rms_norm_eps`` in the configs).
         rope: a [`RotaryEmbedding`][mha.rope.RotaryEmbedding]: the queries and the new keys are
             rotated by their positions before the keys enter the cache (self-attention only).
         window: sliding-window attention (Mistral): with ``is_causal``, each query sees only the
             ``window`` latest positions, itself included; a cache then keeps only the
             ``window - 1`` latest positions after each call.
+        softcap: attention logit soft-capping (Gemma 2's ``attn_logit_softcapping``): each
+            scaled score ``s`` becomes ``tanh(s / softcap) * softcap`` before the mask, so every
+            score lies in ``(-softcap, softcap)``. ``None`` (the default) leaves the scores as
+            they are. The fused kernels take no such cap: with one, the written-out path runs
+            even when ``fast`` is ``True``.
 
     Raises:
-        TypeError: a size is not an ``int``, ``dropout`` not a number, ``bias`` neither a
-            ``bool`` nor a tuple of names, ``fast`` or ``qk_norm`` not a ``bool``, ``rope`` not a
-            ``RotaryEmbedding``.
+        TypeError: a size is not an ``int``, ``dropout`` or ``softcap`` not a number, ``bias``
+            neither a ``bool`` nor a tuple of names, ``fast`` not a ``bool``, ``qk_norm`` neither
+            a ``bool`` nor ``"gemma"``, ``rope`` not a ``RotaryEmbedding``.
         ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``
             (without ``head_size``), ``heads_num`` not by ``kv_heads``, ``dropout`` is outside
-            ``[0, 1)``, ``bias`` names another projection, ``scale`` or ``norm_eps`` is not
-            positive, or ``rope`` rotates more dimensions than a head has.
+            ``[0, 1)``, ``bias`` names another projection, ``scale``, ``norm_eps`` or
+            ``softcap`` is not positive, ``qk_norm`` is a string other than ``"gemma"``, or
+            ``rope`` rotates more dimensions than a head has.
 
     Examples:
         >>> model = MHA(hidden_size=20, heads_num=4, kv_heads=2)
@@ -287,7 +310,8 @@ class MHA(nn.Module):
             bias: 四个线性层是否带偏置，或者带偏置的那几个投影的名字组成的元组（Qwen2：
                 ``("W_q", "W_k", "W_v")``）。
             fast: ``True`` 调用 ``torch.nn.functional.scaled_dot_product_attention``（融合算子）；
-                ``False`` 按网站逐行走读里的写法把注意力逐步算出来。
+                ``False`` 按网站逐行走读里的写法把注意力逐步算出来。有 ``softcap`` 时无论如何都走
+                逐步计算的路径：融合算子没法给分数加上限。
             context_size: 交叉注意力中 ``context`` 的宽度，与 ``hidden_size`` 不同时给出（即
                 ``nn.MultiheadAttention`` 的 ``kdim`` 和 ``vdim``）：``W_k`` 和 ``W_v`` 的输入是
                 ``context_size`` 维，模块只能做交叉注意力。默认 ``None`` 表示 ``hidden_size``。
@@ -296,22 +320,28 @@ class MHA(nn.Module):
                 默认 ``None`` 表示 ``hidden_size // heads_num``，此时必须能整除。
             scale: 分数 ``q·k`` 要乘的系数；默认 ``None`` 表示 ``1 / sqrt(head_size)``。
             qk_norm: 在旋转之前，对查询和键的每个头各做一次 RMSNorm（Qwen3）：``q_norm`` 和
-                ``k_norm``，各有 ``head_size`` 个权重。
+                ``k_norm``，各有 ``head_size`` 个权重；取 ``"gemma"`` 时是 Gemma 3 的写法，乘的是
+                ``1 + weight``（[`RMSNorm`][mha.norm.RMSNorm] 的 ``plus_one``）。
             norm_eps: 这两个归一化的 ``eps``（配置里的 ``rms_norm_eps``）。
             rope: 一个 [`RotaryEmbedding`][mha.rope.RotaryEmbedding]：查询和新的键在键存进缓存
                 之前按位置旋转（只用于自注意力）。
             window: 滑动窗口注意力（Mistral）：与 ``is_causal`` 一起使用时，每个查询只看最近的
                 ``window`` 个位置（包括它自己）；缓存在每次调用之后也只保留最近的 ``window - 1``
                 个位置。
+            softcap: 注意力分数的软上限（Gemma 2 的 ``attn_logit_softcapping``）：缩放后的每个
+                分数 ``s`` 在加掩码之前变成 ``tanh(s / softcap) * softcap``，于是每个分数都落在
+                ``(-softcap, softcap)`` 之内。默认 ``None`` 表示分数保持原样。融合算子不接受这样的
+                上限：有了它，即使 ``fast`` 为 ``True`` 也走逐步计算的路径。
 
         异常：
-            TypeError: 尺寸不是 ``int``，``dropout`` 不是数，``bias`` 既不是 ``bool`` 也不是名字
-                组成的元组，``fast`` 或 ``qk_norm`` 不是 ``bool``，``rope`` 不是
-                ``RotaryEmbedding``。
+            TypeError: 尺寸不是 ``int``，``dropout`` 或 ``softcap`` 不是数，``bias`` 既不是
+                ``bool`` 也不是名字组成的元组，``fast`` 不是 ``bool``，``qk_norm`` 既不是
+                ``bool`` 也不是 ``"gemma"``，``rope`` 不是 ``RotaryEmbedding``。
             ValueError: 尺寸不是正数，（没给 ``head_size`` 时）``hidden_size`` 不能被
                 ``heads_num`` 整除，``heads_num`` 不能被 ``kv_heads`` 整除，``dropout`` 不在
-                ``[0, 1)`` 之内，``bias`` 里有别的投影名，``scale`` 或 ``norm_eps`` 不是正数，
-                或者 ``rope`` 要旋转的维度比一个头的还多。
+                ``[0, 1)`` 之内，``bias`` 里有别的投影名，``scale``、``norm_eps`` 或 ``softcap``
+                不是正数，``qk_norm`` 是 ``"gemma"`` 以外的字符串，或者 ``rope`` 要旋转的维度比
+                一个头的还多。
     """
 
     def __init__(
@@ -326,10 +356,11 @@ class MHA(nn.Module):
         context_size: int | None = None,
         head_size: int | None = None,
         scale: float | None = None,
-        qk_norm: bool = False,
+        qk_norm: bool | str = False,
         norm_eps: float = 1e-6,
         rope: RotaryEmbedding | None = None,
         window: int | None = None,
+        softcap: float | None = None,
     ):
         super().__init__()
         kv_heads = heads_num if kv_heads is None else kv_heads
@@ -346,12 +377,14 @@ class MHA(nn.Module):
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         biased = _biased(bias)
         _check_flag("fast", fast)
-        _check_flag("qk_norm", qk_norm)
+        _check_qk_norm(qk_norm)
         context_size = hidden_size if context_size is None else context_size
         _check_length("context_size", context_size, positive=True)
-        for name, value in (("scale", scale), ("norm_eps", norm_eps)):
+        for name, value in (("scale", scale), ("norm_eps", norm_eps), ("softcap", softcap)):
             if value is not None:
                 _check_number(name, value, positive=True)
+        if softcap is not None and not math.isfinite(softcap):
+            raise ValueError(f"softcap must be a finite positive float, got {softcap}")
         if window is not None:
             _check_length("window", window, positive=True)
         if rope is not None and not isinstance(rope, RotaryEmbedding):
@@ -376,6 +409,7 @@ class MHA(nn.Module):
         self.norm_eps = float(norm_eps)
         self.rope = rope
         self.window = window
+        self.softcap = None if softcap is None else float(softcap)
 
         # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num），
         # 输入是 context_size 维（默认就是 hidden_size）
@@ -387,10 +421,12 @@ class MHA(nn.Module):
         self.W_v = nn.Linear(context_size, kv_heads * head_size, bias="W_v" in biased)
 
         self.W_o = nn.Linear(heads_num * head_size, hidden_size, bias="W_o" in biased)
-        # Qwen3：查询和键的每个头各有一个 RMSNorm（不用时为 None）
-        # Qwen3: an RMSNorm for each head of the queries and of the keys (None when off)
-        self.q_norm = RMSNorm(head_size, eps=norm_eps) if qk_norm else None
-        self.k_norm = RMSNorm(head_size, eps=norm_eps) if qk_norm else None
+        # Qwen3：查询和键的每个头各有一个 RMSNorm（不用时为 None）；Gemma 3 的乘 1 + weight
+        # Qwen3: an RMSNorm for each head of the queries and of the keys (None when off); Gemma
+        # 3's scales by 1 + weight
+        gemma = qk_norm == "gemma"
+        self.q_norm = RMSNorm(head_size, eps=norm_eps, plus_one=gemma) if qk_norm else None
+        self.k_norm = RMSNorm(head_size, eps=norm_eps, plus_one=gemma) if qk_norm else None
 
     @property
     def options(self) -> Options:
@@ -678,9 +714,11 @@ class MHA(nn.Module):
                 attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
 
         try:
-            if self.fast and not need_weights:
-                # 快速路径：融合算子；一个键都看不到的查询，算子自己给出零输出
+            if self.fast and not need_weights and self.softcap is None:
+                # 快速路径：融合算子；一个键都看不到的查询，算子自己给出零输出（它不能给分数加
+                # 软上限：有 softcap 时走下面逐步计算的路径）
                 # Fast path: a fused kernel, which itself gives a zero output to a query with no key
+                # (it cannot cap the scores: with softcap the written-out path below runs)
                 out = self._attend_fast(q, k, v, attn_mask, is_causal)  # [batch_size, heads_num, q_len, head_size]
                 weights = None
             else:
@@ -726,12 +764,13 @@ class MHA(nn.Module):
         return t if groups == 1 else t.repeat_interleave(groups, dim=1)
 
     def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
-        """The attention weights, written out: scores, scale, mask, softmax, dropout. A query
-        whose keys are all masked (``False``, or ``-inf`` in a float mask) gets a row of zeros.
+        """The attention weights, written out: scores, scale, soft-cap, mask, softmax, dropout.
+        A query whose keys are all masked (``False``, or ``-inf`` in a float mask) gets a row of
+        zeros.
 
         中文:
-            逐步算出注意力权重：分数、缩放、掩码、softmax、dropout。键全被屏蔽（布尔掩码全为
-            ``False``，或浮点掩码全为 ``-inf``）的查询，权重整行为零。
+            逐步算出注意力权重：分数、缩放、软上限、掩码、softmax、dropout。键全被屏蔽（布尔掩码
+            全为 ``False``，或浮点掩码全为 ``-inf``）的查询，权重整行为零。
         """
         # 每个查询头与它那一组的键头做点积，再乘 scale（默认 1/sqrt(head_size)）；至少在 float32 里算
         # （半精度下点积可能超过 65504），掩码和 softmax 也是
@@ -744,6 +783,10 @@ class MHA(nn.Module):
             qk = torch.matmul(q.to(dtype), k.transpose(-2, -1)) / math.sqrt(self.head_size)  # [batch_size, heads_num, q_len, k_len]
         else:
             qk = torch.matmul(q.to(dtype), k.transpose(-2, -1)) * self.scale  # [batch_size, heads_num, q_len, k_len]
+        if self.softcap is not None:
+            # Gemma 2 的软上限：每个分数经 tanh 压进 (-softcap, softcap)，在加掩码之前
+            # Gemma 2's soft-cap: tanh squeezes each score into (-softcap, softcap), before the mask
+            qk = torch.tanh(qk / self.softcap) * self.softcap  # [batch_size, heads_num, q_len, k_len]
         keeps = None
         if mask is not None:
             if mask.dtype == torch.bool:

@@ -78,6 +78,7 @@ Examples:
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import torch
@@ -116,10 +117,11 @@ TO_TORCH_REFUSES = {
         f"= {o.hidden_size / o.heads_num:g} wide)"
     ),
     "scale": lambda o: f"scale={o.scale} (nn.MultiheadAttention scales by 1/sqrt(head_size))",
-    "qk_norm": lambda o: "qk_norm (a norm of each head of q and k)",
+    "qk_norm": lambda o: f"qk_norm={o.qk_norm!r} (a norm of each head of q and k)",
     "norm_eps": lambda o: f"norm_eps={o.norm_eps} (the eps of qk_norm's norms)",
     "rope": lambda o: "rope (rotary embeddings)",
     "window": lambda o: "window (a sliding window)",
+    "softcap": lambda o: f"softcap={o.softcap} (a cap of the attention scores)",
 }
 
 
@@ -442,6 +444,8 @@ _HF_ATTRIBUTES = frozenset(
         "attention_dropout",
         "is_causal",
         "sliding_window",
+        "is_sliding",  # Gemma 3's: whether sliding_window is set, read through it
+        "attn_logit_softcapping",  # Gemma 2's soft-cap of the scores: softcap
     }
 )
 _HF_MLA_ATTRIBUTES = frozenset(
@@ -585,14 +589,17 @@ def _norm_eps(norm: nn.Module) -> float:
     return float(eps)
 
 
-def _check_qk_norm(module: nn.Module) -> None:
+def _check_qk_norm(module: nn.Module) -> bool | str:
     """``q_norm`` and ``k_norm``, if any, are each an RMSNorm of one head (``[head_dim]``
-    weights), computing ``weight * x / sqrt(mean(x²) + eps)`` as ``mha.norm.RMSNorm`` does."""
+    weights), computing ``weight * x / sqrt(mean(x²) + eps)`` as ``mha.norm.RMSNorm`` does, or
+    Gemma's ``(1 + weight) * ...`` (its ``plus_one``); the value of ``MHA``'s ``qk_norm`` that
+    computes it: ``False`` (none), ``True`` or ``"gemma"``."""
     name, d = type(module).__name__, module.head_dim
     norms = {n: getattr(module, n, None) for n in ("q_norm", "k_norm")}
     present = [n for n, norm in norms.items() if norm is not None]
     if len(present) == 1:
         raise ValueError(f"{name} has {present[0]} but not the other of q_norm and k_norm")
+    flavours = set()
     for n in present:
         norm = norms[n]
         weights = dict(norm.named_parameters())
@@ -608,16 +615,24 @@ def _check_qk_norm(module: nn.Module) -> None:
                 "mha's qk_norm normalises each head of q and k, this norm the whole projection "
                 "(all heads at once), which mha.full.MHA has no option for"
             )
-        ours = mha.norm.RMSNorm(d, eps=_norm_eps(norm)).to(device=weight.device, dtype=weight.dtype)
-        x = _probe_tensor((3, d), weight)
-        with torch.no_grad():
-            ours.weight.copy_(weight)
-            off = _relative(ours(x), norm(x))
-        if off > _PROBE_TOLERANCE.get(weight.dtype, 5e-2):
+        x, offs = _probe_tensor((3, d), weight), {}
+        for flavour in (True, "gemma"):
+            ours = mha.norm.RMSNorm(d, eps=_norm_eps(norm), plus_one=flavour == "gemma")
+            ours = ours.to(device=weight.device, dtype=weight.dtype)
+            with torch.no_grad():
+                ours.weight.copy_(weight)
+                offs[flavour] = _relative(ours(x), norm(x))
+        flavour = min(offs, key=offs.get)
+        if offs[flavour] > _PROBE_TOLERANCE.get(weight.dtype, 5e-2):
             raise ValueError(
                 f"{name}.{n} ({type(norm).__name__}) computes otherwise than "
-                f"weight * x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm): {off:.2g} off, relative"
+                f"weight * x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm): {offs[True]:.2g} off, "
+                f"relative, and than Gemma's (1 + weight) * ...: {offs['gemma']:.2g}"
             )
+        flavours.add(flavour)
+    if len(flavours) > 1:
+        raise ValueError(f"{name}'s q_norm and k_norm compute two different norms")
+    return flavours.pop() if flavours else False
 
 
 # How from_hf fills each option of mha.full.MHA (the fields of mha.full.Options) from a
@@ -636,14 +651,15 @@ FROM_HF_FILLS = {
     ),
     "head_size": lambda module: module.head_dim,
     "scale": lambda module: float(module.scaling),  # Granite's: its attention_multiplier
-    "qk_norm": lambda module: getattr(module, "q_norm", None) is not None,
+    "qk_norm": _check_qk_norm,  # False, True or Gemma's (1 + weight): "gemma"
     "norm_eps": lambda module: (
         _norm_eps(module.q_norm) if getattr(module, "q_norm", None) is not None else 1e-6
     ),
     # the config's rope_parameters; which dimensions rotate, paired how, is the layer's code:
     # _settle_rotation keeps the first of _rotations under which it computes what the layer does
-    "rope": lambda module: _rope_from_hf(module.config, *_rotations(module)[0]),
+    "rope": lambda module: _rope_from_hf(module, *_rotations(module)[0]),
     "window": _hf_window,
+    "softcap": lambda module: getattr(module, "attn_logit_softcapping", None),  # Gemma 2's
 }
 FROM_HF_DEFAULTS = {
     "fast": "True: the fused kernel, which computes what transformers' sdpa and eager paths do",
@@ -759,12 +775,13 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         m = _load_renamed(m, module, _HF_MLA_NAMES)
     else:
         _check_projections(module)
-        _check_qk_norm(module)
         options = mha.full.Options(**_filled(module, FROM_HF_FILLS))
         weight = module.q_proj.weight
         m = mha.full.MHA.from_options(options).to(device=weight.device, dtype=weight.dtype)
         m = _load_renamed(m, module, _HF_NAMES)
     _settle_rotation(m, module)
+    if getattr(m, "softcap", None) is not None:
+        _settle_softcap(m, module)
     return m.train(module.training)
 
 
@@ -778,10 +795,22 @@ def _filled(module: nn.Module, fills: dict) -> dict[str, object]:
         ) from error
 
 
-def _rope_from_hf(config: object, rotary_dims: int, interleaved: bool = False) -> RotaryEmbedding:
-    """The rotary embedding a transformers config describes (its ``rope_parameters``), rotating
-    ``rotary_dims`` dimensions of each head."""
-    said = getattr(config, "rope_parameters", None)
+def _rope_parameters(module: nn.Module) -> object:
+    """The config's ``rope_parameters`` for ``module``'s layer: Gemma 3's hold one per layer type
+    (a local base on sliding layers, a global one on full layers), the others one for all."""
+    said = getattr(module.config, "rope_parameters", None)
+    layer_type = _layer_type(module)
+    if isinstance(said, dict) and isinstance(said.get(layer_type), dict):
+        return said[layer_type]
+    return said
+
+
+def _rope_from_hf(
+    module: nn.Module, rotary_dims: int, interleaved: bool = False
+) -> RotaryEmbedding:
+    """The rotary embedding a transformers layer's config describes (its ``rope_parameters``, of
+    its layer type where they differ by type), rotating ``rotary_dims`` dimensions of each head."""
+    said = _rope_parameters(module)
     if not isinstance(said, dict) or "rope_theta" not in said:
         raise ValueError(
             f"the config's rope_parameters is {said!r}; from_hf reads one rotation from it, a "
@@ -813,7 +842,7 @@ def _rotations(module: nn.Module) -> list[tuple[int, bool]]:
         said = bool(getattr(config, "rope_interleave", False))
         return [(config.qk_rope_head_dim, said), (config.qk_rope_head_dim, not said)]
     d = module.head_dim
-    partial = dict(getattr(config, "rope_parameters", None) or {}).get("partial_rotary_factor", 1.0)
+    partial = dict(_rope_parameters(module) or {}).get("partial_rotary_factor", 1.0)
     sizes = dict.fromkeys([int(d * partial), d])  # in order, once each
     return [(size, interleaved) for size in sizes for interleaved in (False, True)]
 
@@ -862,14 +891,21 @@ def _probe(m: nn.Module, module: nn.Module) -> float:
     mask = mask.masked_fill(~visible, torch.finfo(weight.dtype).min)[None, None]
     config, training = module.config, (module.training, m.training)
     implementation = getattr(config, "_attn_implementation", None)
+    # transformers' sdpa path refuses a soft-cap: a layer that has one runs its eager path
+    capped = getattr(module, "attn_logit_softcapping", None) is not None
+    runs = "eager" if capped else "sdpa"
+    # Gemma 3's rotary embedding makes the tables of one layer type at a time
+    per_type = "layer_type" in inspect.signature(rotary_class.forward).parameters
+    where = (_layer_type(module),) if per_type else ()
     try:
-        if implementation not in (None, "eager", "sdpa"):
-            config._attn_implementation = "sdpa"
+        if implementation not in (None, "eager", runs):
+            config._attn_implementation = runs
         module.training = False  # what the attention reads for its dropout
         m.eval()
         with torch.no_grad(), torch.autocast(weight.device.type, enabled=False):
             rotary = rotary_class(config).to(weight.device)
-            theirs = module(x, position_embeddings=rotary(x, positions[None]), attention_mask=mask)
+            tables = rotary(x, positions[None], *where)
+            theirs = module(x, position_embeddings=tables, attention_mask=mask)
             ours = m(x, is_causal=True)
     except Exception as error:  # the layer does not run as the Llama family's runs
         raise ValueError(
@@ -877,7 +913,7 @@ def _probe(m: nn.Module, module: nn.Module) -> float:
             f"tables, a mask), and it raised {type(error).__name__}: {error}"
         ) from error
     finally:
-        if implementation not in (None, "eager", "sdpa"):
+        if implementation not in (None, "eager", runs):
             config._attn_implementation = implementation
         module.training = training[0]
         m.train(training[1])
@@ -890,7 +926,7 @@ def _settle_rotation(m: nn.Module, module: nn.Module) -> None:
     tolerance = _PROBE_TOLERANCE.get(m.W_o.weight.dtype, 5e-2)
     tried = []
     for rotary_dims, interleaved in _rotations(module):
-        rope = _rope_from_hf(module.config, rotary_dims, interleaved)
+        rope = _rope_from_hf(module, rotary_dims, interleaved)
         m.rope = rope.to(m.W_o.weight.device)
         off = _probe(m, module)
         if off <= tolerance:
@@ -905,6 +941,26 @@ def _settle_rotation(m: nn.Module, module: nn.Module) -> None:
     )
 
 
+def _settle_softcap(m: nn.Module, module: nn.Module) -> None:
+    """Keep ``m``'s soft-cap (the layer's ``attn_logit_softcapping``) if the layer caps its scores
+    by it: both run with a cap so tight that it flattens every score, and with ``m`` uncapped. A
+    layer that reads its attribute (Gemma 2's) agrees with the first; one that carries the
+    config's value and never reads it (Gemma 3's) with the second, and ``m`` takes no cap."""
+    cap = m.softcap
+    m.softcap = module.attn_logit_softcapping = _TIGHT_CAP
+    try:
+        capped = _probe(m, module)
+        m.softcap = None
+        plain = _probe(m, module)
+    finally:
+        module.attn_logit_softcapping = cap
+    m.softcap = None if plain < capped else cap
+
+
+# A cap that flattens the probe's scores (of size 0.1 and more) to nearly uniform weights
+_TIGHT_CAP = 1e-3
+
+
 # How from_hf fills each argument of mha.mla.MLA from DeepSeek's latent attention (V2's and V3's),
 # and how an MLA gives each back (the module keeps some under shorter names): to_hf compares them.
 FROM_HF_MLA_FILLS = {
@@ -915,7 +971,7 @@ FROM_HF_MLA_FILLS = {
     "qk_nope_head_dim": lambda module: module.config.qk_nope_head_dim,
     "qk_rope_head_dim": lambda module: module.config.qk_rope_head_dim,
     "v_head_dim": lambda module: module.config.v_head_dim,
-    "rope": lambda module: _rope_from_hf(module.config, *_rotations(module)[0]),
+    "rope": lambda module: _rope_from_hf(module, *_rotations(module)[0]),
     "scale": lambda module: float(module.scaling),
     "bias": lambda module: module.kv_a_proj_with_mqa.bias is not None,
     "norm_eps": lambda module: _norm_eps(module.kv_a_layernorm),

@@ -1,7 +1,8 @@
 """RMSNorm (均方根归一化): the normalisation Qwen3 applies to each head of the queries and keys.
 
-[`MHA`][mha.full.MHA] uses it for ``qk_norm=True`` and [`MLA`][mha.mla.MLA] on its latents;
-[`mha.full`][mha.full] re-exports it.
+[`MHA`][mha.full.MHA] uses it for ``qk_norm=True`` (Gemma's flavour, ``(1 + weight)``, for
+``qk_norm="gemma"``) and [`MLA`][mha.mla.MLA] on its latents; [`mha.full`][mha.full] re-exports
+it.
 
 Examples:
     >>> from mha.norm import RMSNorm
@@ -15,7 +16,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_length, _check_number
+from mha.checks import _check_flag, _check_length, _check_number
 
 __all__ = ["RMSNorm"]
 
@@ -28,14 +29,23 @@ class RMSNorm(nn.Module):
     back to the input's dtype before the weight multiplies it, as Qwen3's reference code does,
     whatever the input's dtype (float64 included), so a converted model gives the same numbers.
 
+    Gemma's flavour (``plus_one=True``; Gemma 3's q/k norms, ``MHA(qk_norm="gemma")``) scales by
+    ``1 + weight``, its weights starting at 0, and multiplies in float32 before the cast back, as
+    Gemma's reference code does.
+
     Args:
         size: the last dimension's size (``head_size`` in ``MHA``).
         eps: added to the mean square, so that a zero vector stays finite.
+        plus_one: scale by ``1 + weight`` (Gemma's), not by ``weight``.
 
     Examples:
         >>> norm = RMSNorm(2)
         >>> # 均方根为 3.5355
         >>> norm(torch.tensor([3.0, 4.0]))  # root mean square 3.5355
+        tensor([0.8485, 1.1314], grad_fn=<MulBackward0>)
+        >>> # 乘 1 + weight，权重为 0：得数相同
+        >>> gemma = RMSNorm(2, plus_one=True)  # 1 + weight, the weights at 0: the same numbers
+        >>> gemma(torch.tensor([3.0, 4.0]))
         tensor([0.8485, 1.1314], grad_fn=<MulBackward0>)
 
     中文:
@@ -45,31 +55,42 @@ class RMSNorm(nn.Module):
         （``MHA(qk_norm=True)``）。统计量在 float32 里算，乘权重之前把结果转回输入的 dtype，与 Qwen3
         的参考实现相同，无论输入是什么 dtype（float64 也一样），所以转换来的模型算出同样的数。
 
+        Gemma 的写法（``plus_one=True``；Gemma 3 的 q/k 归一化，``MHA(qk_norm="gemma")``）乘的是
+        ``1 + weight``，权重从 0 开始，并且先在 float32 里相乘再转回，与 Gemma 的参考实现相同。
+
         参数：
             size: 最后一维的大小（在 ``MHA`` 里是 ``head_size``）。
             eps: 加到均方上的小数，让全零向量也不会除以零。
+            plus_one: 乘 ``1 + weight``（Gemma 的写法），而不是乘 ``weight``。
     """
 
-    def __init__(self, size: int, eps: float = 1e-6) -> None:
+    def __init__(self, size: int, eps: float = 1e-6, *, plus_one: bool = False) -> None:
         super().__init__()
         _check_length("size", size, positive=True)
         _check_number("eps", eps, positive=True)
-        self.weight = nn.Parameter(torch.ones(size))
+        _check_flag("plus_one", plus_one)
+        # Gemma 的权重从 0 开始（乘的是 1 + weight），其余的从 1 开始
+        # Gemma's weights start at 0 (it scales by 1 + weight), the others' at 1
+        self.weight = nn.Parameter(torch.zeros(size) if plus_one else torch.ones(size))
         self.eps = float(eps)
+        self.plus_one = plus_one
 
     def extra_repr(self) -> str:
         """What ``print`` shows between the parentheses.
 
         Returns:
-            The size and ``eps``, as ``RMSNorm(5, eps=1e-06)`` prints them.
+            The size and ``eps``, as ``RMSNorm(5, eps=1e-06)`` prints them, and
+                ``plus_one=True`` for Gemma's flavour.
 
         中文:
             ``print`` 在括号里显示的内容。
 
             返回：
-                尺寸和 ``eps``，打印出来就是 ``RMSNorm(5, eps=1e-06)``。
+                尺寸和 ``eps``，打印出来就是 ``RMSNorm(5, eps=1e-06)``；Gemma 的写法再加上
+                    ``plus_one=True``。
         """
-        return f"{self.weight.size(0)}, eps={self.eps}"
+        flavour = ", plus_one=True" if self.plus_one else ""
+        return f"{self.weight.size(0)}, eps={self.eps}{flavour}"
 
     def forward(self, x: Tensor) -> Tensor:
         """``x`` normalised over its last dimension, then scaled by the weight.
@@ -91,4 +112,6 @@ class RMSNorm(nn.Module):
         """
         wide = x.float()
         wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.plus_one:  # Gemma's: (1 + weight), multiplied in float32, then cast back
+            return (wide * (1.0 + self.weight.float())).to(x.dtype)
         return self.weight * wide.to(x.dtype)

@@ -50,7 +50,7 @@ class Run:
     # [batch_size, q_len]; a window drops the cache's oldest positions before the call.
     hidden_size: int | None = None
     scale: float | None = None
-    qk_norm: bool = False
+    qk_norm: bool | str = False
     rotary_dims: int | None = None
     positions: str | None = None
     window: int | None = None
@@ -58,6 +58,7 @@ class Run:
     norm_eps: float = 1e-6
     max_len: int | None = None  # the cache's max_len
     static: bool = False  # a static cache (max_len slots, all attended, masked): k_len is max_len
+    softcap: float | None = None  # Gemma 2's cap of the scores (the written-out path runs)
 
     class_name: ClassVar[str] = "MHA"
 
@@ -78,6 +79,7 @@ class Run:
             norm_eps=self.norm_eps,
             rope=None if self.rotary_dims is None else RotaryEmbedding(self.rotary_dims),
             window=self.window,
+            softcap=self.softcap,
         )
 
     def call(self, namespace: dict) -> Call:
@@ -244,6 +246,18 @@ RUNS = [
         max_len=10,  # the slots: 4 held, 3 written by the call, 3 free
         static=True,
     ),
+    Run(
+        "today/fast/softcap/gemma-norm/rope/window/cache/padding/causal",
+        **TODAY,
+        rotary_dims=6,
+        qk_norm="gemma",
+        softcap=2.0,  # fast, yet the scores are capped: the written-out path runs
+        window=9,
+        cached=7,
+        mask="padding",
+        is_causal=True,
+    ),
+    Run("cross/fast/softcap/float-2d", **SITE, src_len=7, softcap=2.0, mask="float-2d"),
     Run(
         "cross/today/math/qk_norm/scale/float-2d",
         **TODAY,

@@ -126,7 +126,6 @@ def test_dropout_outside_0_to_1_raises_value_error(value):
 EXPECTED_FLAG = {
     "bias": "a bool or a tuple of projection names",
     "fast": "a bool",
-    "qk_norm": "a bool",
 }
 
 
@@ -142,6 +141,39 @@ EXPECTED_FLAG = {
 def test_a_flag_not_a_bool_raises_type_error(name, value, actual):
     with raises(TypeError, f"{name} must be {EXPECTED_FLAG[name]}, got {actual}") as e:
         MHA(20, 4, **{name: value})
+    assert raised_in_mha(e)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "actual"),
+    [
+        pytest.param(1, TypeError, "must be a bool or 'gemma', got int (1)", id="int"),
+        pytest.param(None, TypeError, "must be a bool or 'gemma', got NoneType (None)", id="None"),
+        pytest.param("rms", ValueError, "must be False, True or 'gemma', got 'rms'", id="str"),
+    ],
+)
+def test_qk_norm_neither_a_bool_nor_gemma_raises_by_name(value, error, actual):
+    with raises(error, f"qk_norm {actual}") as e:
+        MHA(20, 4, qk_norm=value)
+    assert raised_in_mha(e)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        pytest.param("2", TypeError, "softcap must be a float, got str ('2')", id="str"),
+        pytest.param(True, TypeError, "softcap must be a float, got bool (True)", id="bool"),
+        pytest.param(0.0, ValueError, "softcap must be positive, got 0.0", id="zero"),
+        pytest.param(-50.0, ValueError, "softcap must be positive, got -50.0", id="negative"),
+        pytest.param(float("nan"), ValueError, "softcap must be positive, got nan", id="nan"),
+        pytest.param(
+            float("inf"), ValueError, "softcap must be a finite positive float, got inf", id="inf"
+        ),
+    ],
+)
+def test_softcap_not_a_positive_finite_number_raises_by_name(value, error, message):
+    with raises(error, message) as e:
+        MHA(20, 4, softcap=value)
     assert raised_in_mha(e)
 
 

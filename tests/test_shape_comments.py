@@ -315,7 +315,8 @@ def differ(run: Run, a: str, b: str) -> bool:
 
 
 def is_math(run: Run) -> bool:
-    return not run.fast or run.need_weights
+    # a soft-cap is written out whatever fast says: the fused kernels take none
+    return not run.fast or run.need_weights or run.softcap is not None
 
 
 def test_full_swapped_q_len_and_k_len_in_the_scores_comment_is_reported_where_they_differ():

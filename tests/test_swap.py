@@ -34,11 +34,14 @@ from support import TOLERANCE, randomised
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
+from test_transformers import float64_softmax  # noqa: E402
 from transformers import (  # noqa: E402
     AutoModelForCausalLM,
     DeepseekV2Config,
     DeepseekV3Config,
     DynamicCache,
+    Gemma2Config,
+    Gemma3TextConfig,
     GemmaConfig,
     Glm4Config,
     GPT2Config,
@@ -121,7 +124,13 @@ FAMILIES = {
 # Mixtral's window from its config (as Mistral's), Qwen2-MoE's biases and a sliding layer counted
 # from the other end, Qwen3-MoE's q/k norm and its window on every layer, Gemma's head size,
 # Granite's attention_multiplier as its scale (its other multipliers are outside attention),
-# GLM-4's half-rotated heads in interleaved pairs, DeepSeek-V2's MLA. The experts are few.
+# GLM-4's half-rotated heads in interleaved pairs, DeepSeek-V2's MLA; Gemma 2's soft-capped scores
+# (a cap of 1.0 that the scores here reach; the published one is 50.0) and Gemma 3's (1 + w) q/k
+# norms, each alternating a sliding and a full layer, each scaled by query_pre_attn_scalar, Gemma
+# 3's local layer rotating by its own base (10,000; its full layer's 1,000,000). The experts are
+# few.
+GEMMA = dict(SIZES, head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=12)
+GEMMA_LAYERS = dict(layer_types=["sliding_attention", "full_attention"])
 EXPERTS = dict(num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16)
 SIBLINGS = {
     "mixtral": lambda: MixtralConfig(
@@ -140,6 +149,8 @@ SIBLINGS = {
         logits_scaling=2.0,
     ),
     "glm4": lambda: Glm4Config(**SIZES, head_dim=8),  # partial_rotary_factor 0.5, its default
+    "gemma2": lambda: Gemma2Config(**GEMMA, **GEMMA_LAYERS, attn_logit_softcapping=1.0),
+    "gemma3": lambda: Gemma3TextConfig(**GEMMA, **GEMMA_LAYERS),
     "deepseek_v2": lambda: DeepseekV2Config(
         **LATENT,
         first_k_dense_replace=1,
@@ -161,6 +172,8 @@ WINDOWS = {
     "gemma": [None, None],
     "granite": [None, None],
     "glm4": [None, None],
+    "gemma2": [WINDOW, None],
+    "gemma3": [WINDOW, None],
     "deepseek_v2": [None, None],
 }
 # DeepSeek-V2's code rotates the query's and key's rotary parts in float32 (apply_rotary_emb's
@@ -176,7 +189,8 @@ NEW = 6
 def build(family: str, dtype: torch.dtype = torch.float64, seed: int = 0):
     """The family's causal LM with every weight drawn, in ``dtype``, in evaluation mode."""
     config = {**FAMILIES, **SIBLINGS}[family]()
-    config._attn_implementation = "sdpa"
+    # transformers' sdpa path refuses a soft-cap: Gemma 2 runs its eager one
+    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"
     config._experts_implementation = "eager"  # the mixtures of experts' experts, in float64
     model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     return randomised(model, seed).eval()
@@ -304,7 +318,8 @@ def test_a_family_of_the_same_layer_swaps_and_its_logits_equal_the_original(fami
     ids, mask = batch()
     bound = BOUNDS.get(family)
     caches = DynamicCache(config=original.config), DynamicCache(config=swapped.config)
-    with torch.no_grad():
+    # Gemma 2's eager path in float64, its float32 softmax lifted (tests/test_transformers.py)
+    with torch.no_grad(), float64_softmax(original.model.layers[0].self_attn, torch.float64):
         logits = [
             m(ids, attention_mask=mask, past_key_values=c).logits
             for m, c in zip((original, swapped), caches, strict=True)
@@ -319,6 +334,22 @@ def test_a_family_of_the_same_layer_swaps_and_its_logits_equal_the_original(fami
                 for m, c in zip((original, swapped), caches, strict=True)
             ]
             assert_equal(logits[1], logits[0], f"step {step}", bound)
+
+
+@pytest.mark.parametrize("family", ["gemma2", "gemma3"])
+def test_gemmas_greedy_generation_past_the_window_equals_the_original_at_every_step(family):
+    """Gemma 2 and 3 alternate sliding and full layers: 6 new positions past the longer prompt's
+    7, the window 4, the same tokens and every step's logits equal."""
+    original = build(family)
+    swapped = swap_attention(copy.deepcopy(original))
+    assert [m.attention.softcap for m in ours_of(swapped)] == [
+        1.0 if family == "gemma2" else None
+    ] * 2
+    assert {m.attention.qk_norm for m in ours_of(swapped)} == {family == "gemma3" and "gemma"}
+    bases = [m.attention.rope.base for m in ours_of(swapped)]
+    assert bases == ([10000.0, 10000.0] if family == "gemma2" else [10000.0, 1000000.0])
+    with float64_softmax(original.model.layers[0].self_attn, torch.float64):
+        assert_same_generation(original, swapped)
 
 
 def test_a_family_of_another_layer_is_refused_and_nothing_is_swapped():

@@ -351,3 +351,96 @@ def test_a_latent_cache_is_a_kv_cache_its_buffers_crop_reorder_and_save(tmp_path
         MLA(24, 4, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4, v_head_dim=5)(
             x[:, :1].float(), cache=loaded
         )
+
+
+# ---- Gemma: soft-capped scores, and the q/k norm that scales by 1 + weight ---------------------
+
+
+def gemma_scores(m: MHA, x: torch.Tensor) -> torch.Tensor:
+    """The scaled scores of ``m`` on ``x``, before any cap, written out here."""
+    q = m.W_q(x).view(*x.shape[:2], m.heads_num, m.head_size).transpose(1, 2)
+    k = m.W_k(x).view(*x.shape[:2], m.kv_heads, m.head_size).transpose(1, 2)
+    k = k.repeat_interleave(m.heads_num // m.kv_heads, dim=1)
+    return q @ k.transpose(-2, -1) * m.head_size**-0.5
+
+
+def test_softcapped_weights_are_the_softmax_of_tanh_of_the_scores_over_the_cap_times_it():
+    torch.manual_seed(0)
+    m = MHA(20, 4, kv_heads=2, softcap=1.5, fast=False).double()
+    x = 3 * torch.randn(2, 5, 20, dtype=torch.float64)  # scores well past the cap
+    _, weights = m(x, is_causal=True, need_weights=True)
+    capped = torch.tanh(gemma_scores(m, x) / 1.5) * 1.5
+    capped = capped.masked_fill(~causal_mask(5, 5), float("-inf"))  # the mask after the cap
+    assert_close(weights, torch.softmax(capped, dim=-1))
+
+
+@given(seed=seeds, cap=st.floats(0.05, 4.0), gain=st.sampled_from([0.1, 1.0, 10.0]))
+def test_the_cap_bounds_every_score_so_two_weights_of_a_row_differ_by_at_most_exp_2_cap(
+    seed, cap, gain
+):
+    # w_j / w_i = exp(s_j - s_i), and each capped score lies in (-cap, cap)
+    torch.manual_seed(seed)
+    m = MHA(12, 3, softcap=cap).double()
+    x = gain * torch.randn(2, 6, 12, dtype=torch.float64)
+    _, weights = m(x, need_weights=True)
+    spread = weights.log().amax(-1) - weights.log().amin(-1)
+    assert spread.max().item() < 2 * cap + 1e-12
+
+
+def test_with_a_softcap_the_fast_flag_runs_the_written_out_path(monkeypatch):
+    import mha.full
+
+    calls = []
+    kernel = torch.nn.functional.scaled_dot_product_attention
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return kernel(*args, **kwargs)
+
+    monkeypatch.setattr(mha.full.F, "scaled_dot_product_attention", counted)
+    torch.manual_seed(0)
+    capped = MHA(20, 4, softcap=2.0).double()
+    x = torch.randn(2, 5, 20, dtype=torch.float64)
+    out = capped(x, is_causal=True)
+    assert calls == [], "the fused kernel ran, and it cannot cap the scores"
+    capped.fast = False
+    assert_close(out, capped(x, is_causal=True))
+    capped.softcap = None
+    capped.fast = True
+    capped(x, is_causal=True)
+    assert calls == [1], "without a cap the fast path calls the kernel"
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_softcapped_decoding_after_a_prefill_equals_one_causal_forward(window):
+    torch.manual_seed(0)
+    m = MHA(20, 4, kv_heads=2, softcap=1.0, window=window, rope=RotaryEmbedding(4)).double()
+    x = 2 * torch.randn(2, 7, 20, dtype=torch.float64)
+    whole, cache = m(x, is_causal=True), KVCache()
+    parts = [m(x[:, :4], is_causal=True, cache=cache)]
+    parts += [m(x[:, i : i + 1], is_causal=True, cache=cache) for i in range(4, 7)]
+    assert_close(torch.cat(parts, dim=1), whole)
+
+
+def test_softcap_is_printed_and_carried_by_its_options():
+    m = MHA(20, 4, softcap=30)
+    assert m.softcap == 30.0 and isinstance(m.softcap, float)
+    assert m.extra_repr() == "20, 4, kv_heads=4, head_size=5, softcap=30.0"
+    assert MHA.from_options(m.options).softcap == 30.0
+    assert m.options.changed() == ["softcap"]
+
+
+def test_gemmas_norm_scales_by_one_plus_weight_in_float32_then_casts_back():
+    norm = RMSNorm(4, eps=1e-6, plus_one=True).double()
+    assert norm.weight.detach().tolist() == [0.0] * 4  # Gemma's weights start at 0
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([1.0, 2.0, -0.5, -1.0]))
+    x = torch.randn(3, 4, dtype=torch.float64)
+    wide = x.float()
+    normed = wide / (wide.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt()
+    expected = (normed * (1.0 + norm.weight.float())).double()
+    assert_close(norm(x), expected, dtype=torch.float32)
+    assert norm(x).dtype == torch.float64
+    m = MHA(20, 4, qk_norm="gemma")
+    assert m.q_norm.plus_one and m.k_norm.plus_one
+    assert "qk_norm='gemma'" in m.extra_repr()

@@ -1,5 +1,6 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
-(Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Granite, GLM-4), our MLA
+(Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
+GLM-4), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -14,14 +15,18 @@ called as its models call the attention: ``position_embeddings=(cos, sin)`` from
 rotary embedding, an additive 4-D mask built here from the positions (the oracle's input, written
 out: a key ``j`` is visible to the query at ``i`` when ``j <= i`` and, with a window ``w``,
 ``i - j < w``), its ``sdpa`` path (its ``eager`` path computes the softmax in float32 even for
-float64 inputs; it is compared in float32).
+float64 inputs; it is compared in float32). Gemma 2's soft-cap has no ``sdpa`` path in
+transformers: its layers run the ``eager`` one, in float64 with that one cast lifted
+(``float64_softmax``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
+from unittest import mock
 
 import pytest
 import torch
@@ -33,6 +38,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 from transformers import (  # noqa: E402
     DynamicCache,
+    Gemma2Config,
+    Gemma3TextConfig,
     GemmaConfig,
     Glm4Config,
     GraniteConfig,
@@ -45,6 +52,14 @@ from transformers import (  # noqa: E402
     Qwen3MoeConfig,
 )
 from transformers.models.gemma.modeling_gemma import GemmaAttention  # noqa: E402
+from transformers.models.gemma2.modeling_gemma2 import (  # noqa: E402
+    Gemma2Attention,
+    Gemma2RotaryEmbedding,
+)
+from transformers.models.gemma3.modeling_gemma3 import (  # noqa: E402
+    Gemma3Attention,
+    Gemma3RotaryEmbedding,
+)
 from transformers.models.glm4.modeling_glm4 import Glm4Attention, Glm4RotaryEmbedding  # noqa: E402
 from transformers.models.granite.modeling_granite import GraniteAttention  # noqa: E402
 from transformers.models.llama.modeling_llama import (  # noqa: E402
@@ -76,8 +91,20 @@ def assert_matches(actual: torch.Tensor, expected: torch.Tensor, msg: str | None
         torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5, msg=msg)
 
 
+class Gemma3Tables:
+    """Gemma 3's rotary embedding, giving the tables of layer 0's type (a local base on sliding
+    layers, the global one on full layers), called as the others are: ``(x, positions)``."""
+
+    def __init__(self, config):
+        self.rotary, self.layer_type = Gemma3RotaryEmbedding(config), config.layer_types[0]
+
+    def __call__(self, x, positions):
+        return self.rotary(x, positions, self.layer_type)
+
+
 # Each family: its config, its attention, its model's rotary embedding (Llama's tables are every
-# family's here but GLM-4's, whose rotary embedding honours partial_rotary_factor).
+# family's here but GLM-4's, whose rotary embedding honours partial_rotary_factor, and Gemma 2's
+# and 3's, whose model builds them from its own config).
 FAMILIES = {
     "llama": (LlamaConfig, LlamaAttention, LlamaRotaryEmbedding),
     "mistral": (MistralConfig, MistralAttention, LlamaRotaryEmbedding),
@@ -87,6 +114,8 @@ FAMILIES = {
     "qwen3": (Qwen3Config, Qwen3Attention, LlamaRotaryEmbedding),
     "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeAttention, LlamaRotaryEmbedding),
     "gemma": (GemmaConfig, GemmaAttention, LlamaRotaryEmbedding),
+    "gemma2": (Gemma2Config, Gemma2Attention, Gemma2RotaryEmbedding),
+    "gemma3": (Gemma3TextConfig, Gemma3Attention, Gemma3Tables),
     "granite": (GraniteConfig, GraniteAttention, LlamaRotaryEmbedding),
     "glm4": (Glm4Config, Glm4Attention, Glm4RotaryEmbedding),
 }
@@ -95,7 +124,14 @@ FAMILIES = {
 WINDOW_IN_CONFIG = ("mistral", "mixtral", "qwen3_moe")
 SLIDING_LAYERS = {"qwen2": dict(max_window_layers=0), "qwen3": dict(max_window_layers=0)}
 SLIDING_LAYERS["qwen2_moe"] = dict(max_window_layers=64)
-WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS)
+# Gemma 2 and 3 alternate sliding and full layers (their config's layer_types): layer 0 is built
+# sliding when the case has a window, full otherwise
+LAYER_TYPES = ("gemma2", "gemma3")
+WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES)
+# Gemma's query_pre_attn_scalar (its scale is its inverse square root, not the head size's);
+# Gemma 2's soft-cap, small enough that the scores drawn reach it (the published one is 50.0);
+# Gemma 3's base of the local (sliding) layers' rotation, the drawn rope being its full layers'
+GEMMA_QUERY_SCALAR, GEMMA2_SOFTCAP, GEMMA3_LOCAL_BASE = 12, 0.8, 100.0
 # Granite's attention_multiplier (its scale), and GLM-4's share of each head that rotates
 GRANITE_MULTIPLIER, GLM4_PARTIAL = 0.3, 0.5
 # The rope_parameters drawn: each scaling real configs use, at sizes where it changes something
@@ -146,10 +182,12 @@ def build(
     seed: int,
     bias: bool = False,
     implementation: str = "sdpa",
+    softcap: float = GEMMA2_SOFTCAP,
+    query_scalar: float = GEMMA_QUERY_SCALAR,
 ):
     """A transformers attention module of ``family`` with random weights (every parameter drawn,
     the norms' and biases' too, so none is left at a value that hides a mistake), its config and
-    its model's rotary embedding."""
+    its model's rotary embedding. ``softcap`` and ``query_scalar`` are Gemma 2's and 3's."""
     config_class, attention_class, rotary_class = FAMILIES[family]
     options = dict(
         hidden_size=24,
@@ -161,7 +199,7 @@ def build(
     )
     if head_dim is not None:
         options["head_dim"] = head_dim
-    if family in ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "glm4"):
+    if family in ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "glm4", *LAYER_TYPES):
         options["attention_bias"] = bias
     if family == "qwen2_moe":
         options["qkv_bias"] = bias
@@ -175,6 +213,17 @@ def build(
         options["attention_multiplier"] = GRANITE_MULTIPLIER
     if family == "glm4":
         options["rope_parameters"]["partial_rotary_factor"] = GLM4_PARTIAL
+    if family in LAYER_TYPES:
+        kind = "full_attention" if window is None else "sliding_attention"
+        options.update(num_hidden_layers=1, layer_types=[kind], query_pre_attn_scalar=query_scalar)
+        options["sliding_window"] = window or 4096
+    if family == "gemma2":
+        options["attn_logit_softcapping"] = softcap
+        implementation = "eager"  # transformers' sdpa path refuses a soft-cap
+    if family == "gemma3":
+        local = {"rope_type": "default", "rope_theta": GEMMA3_LOCAL_BASE}
+        options["rope_parameters"] = {"full_attention": options["rope_parameters"]}
+        options["rope_parameters"]["sliding_attention"] = local
     config = config_class(**options)
     config._attn_implementation = implementation
     module = randomised(attention_class(config, layer_idx=0).to(dtype).eval(), seed)
@@ -201,8 +250,27 @@ def additive_mask(positions: torch.Tensor, keys: torch.Tensor, window, dtype, vi
 
 def hf_call(module, rotary, x, positions, mask, cache=None):
     tables = rotary(x, positions)  # cos and sin (DeepSeek-V2: complex numbers)
-    out, _ = module(x, position_embeddings=tables, attention_mask=mask, past_key_values=cache)
+    with float64_softmax(module, x.dtype):
+        out, _ = module(x, position_embeddings=tables, attention_mask=mask, past_key_values=cache)
     return out
+
+
+@contextlib.contextmanager
+def float64_softmax(module, dtype):
+    """A soft-capped layer (Gemma 2's) runs transformers' eager path, which computes the softmax
+    in float32 whatever the scores' dtype: in float64, that one cast is lifted for the call."""
+    if dtype != torch.float64 or getattr(module, "attn_logit_softcapping", None) is None:
+        yield
+        return
+    softmax = torch.nn.functional.softmax
+
+    def kept(t, dim=None, dtype=None, **kw):
+        return (
+            softmax(t, dim=dim, **kw) if t.dtype == torch.float64 else softmax(t, dim, dtype=dtype)
+        )
+
+    with mock.patch.object(torch.nn.functional, "softmax", kept):
+        yield
 
 
 configurations = st.fixed_dictionaries(
@@ -337,11 +405,17 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert biased == {"mistral": set(), "mixtral": set()}.get(
         family, qkv if family in ("qwen2", "qwen2_moe", "glm4") else set(names)
     )
-    assert (m.q_norm is not None) == (family in ("qwen3", "qwen3_moe"))
+    assert (m.q_norm is not None) == (family in ("qwen3", "qwen3_moe", "gemma3"))
+    assert m.qk_norm == ("gemma" if family == "gemma3" else m.q_norm is not None)  # (1 + w)
     assert m.window == (5 if family in WINDOWED else None)
     assert m.head_size == 8 and m.hidden_size == 24 and m.W_o.in_features == 32
-    assert m.scale == (GRANITE_MULTIPLIER if family == "granite" else 8**-0.5)
-    assert m.rope.scaling["rope_type"] == "llama3"
+    scales = {"granite": GRANITE_MULTIPLIER} | dict.fromkeys(LAYER_TYPES, GEMMA_QUERY_SCALAR**-0.5)
+    assert m.scale == scales.get(family, 8**-0.5)
+    assert m.softcap == (GEMMA2_SOFTCAP if family == "gemma2" else None)
+    if family == "gemma3":  # layer 0 slides: its rotation is the local one
+        assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
+    else:
+        assert m.rope.scaling["rope_type"] == "llama3"
     # GLM-4 rotates the first half of each head, in interleaved pairs
     rotation = (4, True) if family == "glm4" else (8, False)
     assert (m.rope.rotary_dims, m.rope.interleaved) == rotation
@@ -499,26 +573,28 @@ def layer(kind: str, prefix: str, layer_idx: int = 0, **more):
     return getattr(code, f"{prefix}Attention")(config, layer_idx)
 
 
-def qwen3_with_gemmas_norm():
-    """A Qwen3 layer whose q/k norms are Gemma 3's, ``(1 + weight) * x / rms(x)``."""
-    from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
-
+def qwen3_with_norms(q_norm, k_norm):
+    """A Qwen3 layer with these q and k norms in place of its own."""
     module = layer("qwen3", "Qwen3")
-    module.q_norm, module.k_norm = Gemma3RMSNorm(8), Gemma3RMSNorm(8)
+    module.q_norm, module.k_norm = q_norm, k_norm
     return module
 
 
-# Each: the layer, the error, what it says. The soft-cap is an attribute of the layer, the sinks a
-# parameter, Phi-3's projection fused; OLMo 2's q/k norm spans the whole projection (mha.full.MHA
-# has no such option), OLMo's clip_qkv is read from its config; Qwen3-Next's query projection is
-# twice as wide (a gate); Llama 4 and SmolLM3 carry switches from_hf does not know (a temperature,
-# layers without rotation); Cohere 2's full layers do not rotate, which no attribute says: the
-# run beside the module built shows it.
+def gemmas_norm_on_q_only():
+    """Gemma 3's ``(1 + weight)`` norm on the queries, Qwen3's on the keys."""
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
+
+    module = layer("qwen3", "Qwen3")
+    return qwen3_with_norms(randomised(Gemma3RMSNorm(8), 1), module.k_norm)
+
+
+# Each: the layer, the error, what it says. The sinks are a parameter, Phi-3's projection fused;
+# OLMo 2's q/k norm spans the whole projection (mha.full.MHA has no such option), a norm of neither
+# formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
+# config; Qwen3-Next's query projection is twice as wide (a gate); Llama 4 and SmolLM3 carry
+# switches from_hf does not know (a temperature, layers without rotation); Cohere 2's full layers
+# do not rotate, which no attribute says: the run beside the module built shows it.
 REFUSED = {
-    "gemma2": (
-        lambda: layer("gemma2", "Gemma2"),
-        r"^Gemma2Attention sets attn_logit_softcapping=50\.0, which from_hf does not know",
-    ),
     "gpt-oss": (
         lambda: layer("gpt_oss", "GptOss"),
         r"^GptOssAttention has parameter sinks \[4\], which mha\.full\.MHA has no counterpart",
@@ -552,9 +628,16 @@ REFUSED = {
         lambda: layer("smollm3", "SmolLM3", num_hidden_layers=1, no_rope_layers=[0]),
         r"^SmolLM3Attention sets use_rope=0, which from_hf does not know",
     ),
-    "gemma-norm": (
-        qwen3_with_gemmas_norm,
-        r"q_norm \(Gemma3RMSNorm\) computes otherwise than weight \* x / sqrt\(mean\(x²\) \+ eps\)",
+    "layer-norm": (
+        lambda: qwen3_with_norms(
+            *(randomised(torch.nn.LayerNorm(8, bias=False), s) for s in (1, 2))
+        ),
+        r"q_norm \(LayerNorm\) computes otherwise than weight \* x / sqrt\(mean\(x²\) \+ eps\) "
+        r"\(mha\.norm\.RMSNorm\): \S+ off, relative, and than Gemma's \(1 \+ weight\)",
+    ),
+    "mixed-norms": (
+        gemmas_norm_on_q_only,
+        r"^Qwen3Attention's q_norm and k_norm compute two different norms",
     ),
     "cohere2-full": (
         lambda: layer(
