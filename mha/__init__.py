@@ -5,7 +5,7 @@
 - [`mha.pure`][mha.pure] -- the same class, minimal (纯享版).
 - [`mha.interop`][mha.interop] -- conversion to and from ``torch.nn.MultiheadAttention``, and
   from transformers' attention of the Llama family's layout (Llama, Mistral, Mixtral, Qwen,
-  Gemma, Granite, GLM-4) and DeepSeek's, the weights copied exactly; and a whole
+  Gemma, Gemma 2 and 3, Granite, GLM-4) and DeepSeek's, the weights copied exactly; and a whole
   transformers model's attention swapped for mha's and back.
 - [`mha.hf`][mha.hf] -- the layer that takes transformers' call in a swapped model, its cache
   kept in step with transformers'.

@@ -687,21 +687,24 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     its variants differ in a few switches, each an option of ``mha.full.MHA``: ``head_size``
     (the layer's ``head_dim``), ``bias`` (the projections that have one: Qwen2's, Qwen2-MoE's
     and GLM-4's q, k and v; the others' per the config's ``attention_bias``), ``scale`` (the
-    layer's ``scaling``: Granite's is its ``attention_multiplier``), ``qk_norm`` (Qwen3,
-    Qwen3-MoE: an RMSNorm of each head), ``rope`` (the config's ``rope_parameters``: default,
+    layer's ``scaling``: Granite's is its ``attention_multiplier``, Gemma's
+    ``query_pre_attn_scalar ** -0.5``), ``qk_norm`` (Qwen3, Qwen3-MoE: an RMSNorm of each head;
+    Gemma 3's ``(1 + weight)`` one, ``"gemma"``), ``rope`` (the config's ``rope_parameters``, of
+    the layer's type where they differ by type, as Gemma 3's local and global bases: default,
     ``llama3`` or ``yarn``, with its ``partial_rotary_factor``; pairs of halves, or interleaved
-    pairs as GLM-4's code rotates them) and ``window`` (Mistral's and Mixtral's
-    ``sliding_window``, Qwen's on its sliding layers). This covers Llama, Mistral, Mixtral,
-    Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Granite and GLM-4 attention (the experts of the
-    MoE models are in their MLPs, not here). The weights are copied exactly, on the module's
-    device and in its dtype. The result called as ``m(x, is_causal=True)`` gives the module's
-    output for positions ``0 .. q_len - 1`` under its causal (and sliding-window) mask; with a
-    [`KVCache`][mha.cache.KVCache] it continues at position ``len(cache)``, as the module does
-    with its own cache. DeepSeek-V2's and V3's attention become an ``mha.mla.MLA`` of the
-    config's ranks and head dims, its rotation (interleaved pairs: V2's always, V3's where
-    ``rope_interleave`` says so) and the module's ``scaling`` (times YaRN's mscale squared where
-    the config's ``rope_parameters`` set ``mscale_all_dim``); it is called the same way, with a
-    [`LatentCache`][mha.mla.LatentCache] for decoding.
+    pairs as GLM-4's code rotates them), ``window`` (Mistral's and Mixtral's
+    ``sliding_window``, Qwen's and Gemma's on their sliding layers) and ``softcap`` (Gemma 2's
+    ``attn_logit_softcapping``, kept if the layer, run, caps by it). This covers Llama, Mistral,
+    Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite and GLM-4
+    attention (the experts of the MoE models are in their MLPs, not here). The weights are copied
+    exactly, on the module's device and in its dtype. The result called as ``m(x, is_causal=True)``
+    gives the module's output for positions ``0 .. q_len - 1`` under its causal (and
+    sliding-window) mask; with a [`KVCache`][mha.cache.KVCache] it continues at position
+    ``len(cache)``, as the module does with its own cache. DeepSeek-V2's and V3's attention become
+    an ``mha.mla.MLA`` of the config's ranks and head dims, its rotation (interleaved pairs: V2's
+    always, V3's where ``rope_interleave`` says so) and the module's ``scaling`` (times YaRN's
+    mscale squared where the config's ``rope_parameters`` set ``mscale_all_dim``); it is called the
+    same way, with a [`LatentCache`][mha.mla.LatentCache] for decoding.
 
     Last, the layer is run as its model runs it (its rotary embedding's tables, a causal mask)
     on 6 positions of a fixed input, beside the module built: the two must agree (the rotation's
@@ -719,8 +722,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         TypeError: ``module`` has no ``config`` and ``layer_idx``, or not the projections of
             either layout (a fused ``qkv_proj``, say); the message names its submodules.
         ValueError: the layer does what ``mha`` does not, and the message names it: a
-            parameter, submodule or attribute ``from_hf`` does not map (attention sinks, a
-            soft-cap), ``is_causal=False``, a layer type other than full and sliding attention,
+            parameter, submodule or attribute ``from_hf`` does not map (attention sinks),
+            ``is_causal=False``, a layer type other than full and sliding attention,
             a projection of another shape (a gated query), a q/k norm over the whole projection
             or of another formula, a rope type other than default, ``llama3`` and ``yarn``; or
             the layer, run, computes otherwise than the module built from it.
@@ -734,18 +737,22 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         的各个变体只差几个开关，每个都是 ``mha.full.MHA`` 的一个选项：``head_size``（层的
         ``head_dim``）、``bias``（哪些投影带偏置：Qwen2、Qwen2-MoE 和 GLM-4 只有 q、k、v 有；
         其余的看配置的 ``attention_bias``）、``scale``（层的 ``scaling``：Granite 的就是它的
-        ``attention_multiplier``）、``qk_norm``（Qwen3、Qwen3-MoE：对每个头做 RMSNorm）、
-        ``rope``（配置里的 ``rope_parameters``：默认、``llama3`` 或 ``yarn``，连同它的
-        ``partial_rotary_factor``；前后两半配对，或者像 GLM-4 的代码那样相邻两维配对）和
-        ``window``（Mistral 和 Mixtral 的 ``sliding_window``；Qwen 的滑动窗口层）。Llama、
-        Mistral、Mixtral、Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Granite 和 GLM-4 的注意力都在
-        其中（MoE 模型的专家在 MLP 里，不在这里）。权重原样复制，设备和 dtype 与模块相同。以
-        ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动
-        窗口）掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)`` 接着算，
-        与模块用它自己的缓存时相同。DeepSeek-V2 和 V3 的注意力转成 ``mha.mla.MLA``：秩和各部分的
-        维度取自配置，旋转是相邻两维配对（V2 总是如此，V3 看 ``rope_interleave``），softmax 的
-        缩放系数取模块的 ``scaling``（配置的 ``rope_parameters`` 设了 ``mscale_all_dim`` 时，它已
-        乘上 YaRN 的 mscale 的平方）；调用方式相同，解码时用 [`LatentCache`][mha.mla.LatentCache]。
+        ``attention_multiplier``，Gemma 的是 ``query_pre_attn_scalar ** -0.5``）、``qk_norm``
+        （Qwen3、Qwen3-MoE：对每个头做 RMSNorm；Gemma 3 的乘 ``(1 + weight)``，即 ``"gemma"``）、
+        ``rope``（配置里的 ``rope_parameters``，按层的类型各取一份时取这一层的，比如 Gemma 3 的局部
+        和全局基数：默认、``llama3`` 或 ``yarn``，连同它的 ``partial_rotary_factor``；前后两半配对，
+        或者像 GLM-4 的代码那样相邻两维配对）、``window``（Mistral 和 Mixtral 的
+        ``sliding_window``；Qwen 和 Gemma 的滑动窗口层）和 ``softcap``（Gemma 2 的
+        ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）。Llama、Mistral、
+        Mixtral、Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite 和 GLM-4 的
+        注意力都在其中（MoE 模型的专家在 MLP 里，不在这里）。权重原样复制，设备和 dtype 与模块
+        相同。以 ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及
+        滑动窗口）掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)``
+        接着算，与模块用它自己的缓存时相同。DeepSeek-V2 和 V3 的注意力转成 ``mha.mla.MLA``：秩和
+        各部分的维度取自配置，旋转是相邻两维配对（V2 总是如此，V3 看 ``rope_interleave``），
+        softmax 的缩放系数取模块的 ``scaling``（配置的 ``rope_parameters`` 设了 ``mscale_all_dim``
+        时，它已乘上 YaRN 的 mscale 的平方）；调用方式相同，解码时用
+        [`LatentCache`][mha.mla.LatentCache]。
 
         最后，像它的模型那样运行这个层（用模型的旋转位置编码给出的表和因果掩码），输入是固定的
         6 个位置，与构建出的模块并排比较：两者必须一致（旋转的排列方式取第一个一致的候选）。
@@ -762,7 +769,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             TypeError: ``module`` 没有 ``config`` 和 ``layer_idx``，或者没有这两种结构的投影
                 （比如合并成一个的 ``qkv_proj``）；错误信息会列出它的子模块。
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
-                参数、子模块或属性（注意力汇聚、软上限），``is_causal=False``，完整注意力和滑动
+                参数、子模块或属性（注意力汇聚），``is_causal=False``，完整注意力和滑动
                 窗口注意力以外的层类型，形状不同的投影（带门控的查询），对整个投影做的或者公式
                 不同的 q/k 归一化，默认、``llama3``、``yarn`` 之外的 rope 类型；或者运行起来，
                 这个层算出的与由它构建的模块不同。
@@ -1136,10 +1143,10 @@ def swap_attention(model: nn.Module) -> nn.Module:
 
     Each of its transformers attention layers (a module of a class named ``...Attention``, with
     ``config`` and ``layer_idx``) is converted by [`from_hf`][mha.interop.from_hf]: those of
-    Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Granite, GLM-4 and
-    DeepSeek-V2 and V3, among others of the same layer. If one is refused, none is swapped and
-    the error names it and why. Each becomes an [`HFAttention`][mha.hf.HFAttention] around
-    ``from_hf(layer)``: the same weights
+    Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3,
+    Granite, GLM-4 and DeepSeek-V2 and V3, among others of the same layer. If one is refused, none
+    is swapped and the error names it and why. Each becomes an [`HFAttention`][mha.hf.HFAttention]
+    around ``from_hf(layer)``: the same weights
     (which parameters require grad too), device, dtype and mode. The model then runs as before,
     ``model(...)``, ``model.generate(...)`` (greedy, sampling, beam search, with left padding
     and sliding windows) and training alike, with ``mha`` computing every attention; its logits
@@ -1179,7 +1186,8 @@ def swap_attention(model: nn.Module) -> nn.Module:
 
         它的每个 transformers 注意力层（类名形如 ``...Attention``、带 ``config`` 和 ``layer_idx``
         的模块）都交给 [`from_hf`][mha.interop.from_hf] 转换：Llama、Mistral、Mixtral、Qwen2、
-        Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Granite、GLM-4 和 DeepSeek-V2、V3 的都可以，与它们
+        Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4 和 DeepSeek-V2、V3
+        的都可以，与它们
         同样的层也可以。只要有一层被拒绝，就一层也不替换，错误信息写出是哪一层、为什么。每一层都
         换成包着 ``from_hf(layer)`` 的 [`HFAttention`][mha.hf.HFAttention]：权重（连同哪些参数
         要求梯度）、设备、dtype 和模式都不变。之后模型照常运行，``model(...)``、
