@@ -50,6 +50,8 @@ import ast
 import builtins
 import doctest
 import html
+import importlib
+import inspect
 import json
 import logging
 import re
@@ -474,14 +476,33 @@ OBJECT_HEADING = re.compile(r'<h[1-6]\b(?=[^>]*\bclass="doc doc-heading)[^>]*\bi
 
 def module_of(object_id: str, root: Path) -> tuple[Path, str] | None:
     """The source file and module name of ``mha.annotated.MHA.forward``: the longest prefix
-    that is a module under ``root``."""
+    that is a module under ``root``, or, for a name a package re-exports
+    (``mha.parallel.ring_schedule``), the module under ``root`` that defines it
+    (``mha/parallel/ring.py``, ``mha.parallel.ring``)."""
     parts = object_id.split(".")
     for end in range(len(parts), 0, -1):
         base = root.joinpath(*parts[:end])
         for path in (base.with_suffix(".py"), base / "__init__.py"):
             if path.is_file():
-                return path, ".".join(parts[:end])
+                return _defined_in(path, parts[:end], parts[end:], root)
     return None
+
+
+def _defined_in(path: Path, module: list[str], names: list[str], root: Path) -> tuple[Path, str]:
+    """Where ``names`` of ``module`` (found at ``path``) are defined: a package's ``__init__.py``
+    re-exports what its modules define, and its ``__module__`` may name the package (the API
+    page's anchors), so the source file says."""
+    if path.name != "__init__.py" or not names:
+        return path, ".".join(module)
+    found = getattr(importlib.import_module(".".join(module)), names[0], None)
+    try:
+        source = Path(inspect.getsourcefile(inspect.unwrap(found)) or "").resolve()
+    except TypeError:  # not a class or function: a constant, say
+        return path, ".".join(module)
+    if not source.is_file() or not source.is_relative_to(root.resolve()):
+        return path, ".".join(module)
+    dotted = source.relative_to(root.resolve()).with_suffix("").parts
+    return source, ".".join(dotted[:-1] if dotted[-1] == "__init__" else dotted)
 
 
 def annotate(

@@ -709,7 +709,9 @@ def test_the_fixture_fails_a_test_with_the_report_and_returns_it_when_right(pyte
         design=DESIGN_SOURCE, fixed=DESIGN_SOURCE.replace(VIEW_COMMENT, TRUE_VIEW, 3)
     )
     pytester.makepyfile(
-        test_shapes="""
+        # Not test_shapes: the page shapecheck.md leaves a module of that name imported in this
+        # process
+        test_the_fixture_form="""
         def test_wrong(shapecheck):
             shapecheck("design.py::MHA")
 

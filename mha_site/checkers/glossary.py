@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib
-import inspect
 import io
 import keyword
 import re
@@ -34,6 +32,7 @@ from typing import NamedTuple
 from mha_site.include_language import NEUTRAL, find_comment
 from mha_site.languages import DEFAULT, ROOT
 from mha_site.markdown import CHINESE, autodoc_identifiers, code_blocks, include_targets
+from mha_site.runnable import module_of
 
 ZH = ROOT / "docs" / "zh"
 EN = ROOT / "docs" / DEFAULT
@@ -390,28 +389,12 @@ FINDERS: dict[str, tuple[Callable[..., list[Hit]], str]] = {
 
 
 def module_file(dotted: str) -> Path:
-    """The source file of ``mha.checks.check_sizes``: the longest prefix that is a module (a file,
-    or a package's ``__init__.py``)."""
-    parts = dotted.split(".")
-    for end in range(len(parts), 0, -1):
-        for path in (
-            ROOT.joinpath(*parts[:end]).with_suffix(".py"),
-            ROOT.joinpath(*parts[:end], "__init__.py"),
-        ):
-            if path.is_file():
-                return _defined_in(path, parts[:end], parts[end:])
-    raise LookupError(f"no source file for {dotted}")
-
-
-def _defined_in(path: Path, module: list[str], names: list[str]) -> Path:
-    """The file that defines ``names`` of ``module`` (found at ``path``): a package re-exports
-    what its modules define (``mha.parallel.ring_attention``, in ``mha/parallel/ring.py``)."""
-    if path.name != "__init__.py" or not names:
-        return path
-    found = getattr(importlib.import_module(".".join(module)), names[0], None)
-    found = getattr(found, "__init__", found) if inspect.isclass(found) else found
-    source = inspect.getsourcefile(found) if inspect.isfunction(found) else None
-    return Path(source) if source and Path(source).is_relative_to(ROOT) else path
+    """The source file of ``mha.checks.check_sizes``, or of a name a package re-exports
+    (``mha.parallel.ring_attention``: ``mha/parallel/ring.py``): ``mha_site.runnable.module_of``."""
+    found = module_of(dotted, ROOT)
+    if found is None:
+        raise LookupError(f"no source file for {dotted}")
+    return found[0]
 
 
 def included_files(page: Path) -> list[Path]:
