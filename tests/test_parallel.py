@@ -158,8 +158,9 @@ def test_gradients_through_ring_attention_equal_one_process(world, is_causal):
     (F.scaled_dot_product_attention(q, k, v, is_causal=is_causal) * weights).sum().backward()
     for i, expected in enumerate((q.grad, k.grad, v.grad)):
         assert_close(torch.cat([r[i] for r in ranks], dim=2), expected, msg="qkv"[i])
-    # forward world - 1 steps, backward world - 1 steps and one to bring the gradients home
-    expected = {"all_gather_object": 1, "batch_isend_irecv": 2 * world - 1}
+    # forward world - 1 steps; backward the keys and values world - 1 steps, their gradients
+    # world (the last one home), in batches of their own so that they overlap the next step
+    expected = {"all_gather_object": 1, "batch_isend_irecv": 3 * world - 2}
     assert all(r[3] == expected for r in ranks), ranks[0][3]
 
 
@@ -498,9 +499,11 @@ def test_ranks_that_disagree_are_refused_on_every_rank_by_name(case, named):
 def outside_rank(rank: int, world: int) -> str:
     pair = dist.new_group([0, 1])  # every rank creates it; rank 2 is not in it
     q, k, v = whole(0, torch.float64)
-    if rank < 2:
-        return ""
-    return refused(lambda: ring_attention(q, k, v, group=pair))
+    message = "" if rank < 2 else refused(lambda: ring_attention(q, k, v, group=pair))
+    # no rank leaves while the others still connect the new group (gloo: "Connection closed by
+    # peer" on a loaded machine)
+    dist.barrier()
+    return message
 
 
 def test_a_rank_outside_the_group_is_told_so():

@@ -7,14 +7,19 @@ the matching columns of ``W_o``, and one all-reduce joins their outputs; on a de
 ``shard_heads`` writes the same split out on plain modules, and copies key/value heads when there
 are fewer than ranks; ``heads_on_rank`` is the part one rank keeps, as an ordinary module, so
 the split can be followed in one process.
-``ring_attention`` splits the sequence: each rank holds a contiguous slice of the positions, the
-keys and values travel round the ring of ranks, one neighbour to the next, and each rank merges
-the partial results of its queries with [`merge`][mha.tiled.merge], so no rank ever holds the
-whole sequence's keys. ``ring_schedule`` says which keys a rank holds at each step, and what it
-does with them. It runs on any backend with point-to-point operations (gloo on CPU, nccl on
-CUDA). PyTorch's own context-parallel API (``torch.distributed.tensor.experimental.
-context_parallel``) does this inside SDPA on GPUs; in this torch build it does not run on the CPU
-(its CPU flash kernel has no sharding rule).
+``ring_attention`` splits the sequence: each rank holds its part of the positions (contiguous,
+or zigzag's two chunks, one from each end, which balance the causal mask's work; see
+``split_sequence``), the keys and values travel round the ring of ranks with their ``kv_heads``
+heads, one neighbour to the next, sent before each step computes, and each rank merges the
+partial results of its queries with [`merge`][mha.tiled.merge] from the log-sum-exp that the fused
+CPU flash kernel returns (``ring_kernel``), so no rank ever holds the whole sequence's keys.
+``ring_schedule`` says which keys a rank holds at each step, and what it does with them.
+``ulysses_attention`` splits it the other way, DeepSpeed-Ulysses': an all-to-all trades positions
+for heads, each rank attends whole heads over the whole sequence, and a second all-to-all trades
+them back. Both run on any backend with point-to-point operations and all-to-all (gloo on CPU,
+nccl on CUDA). PyTorch's own context-parallel API (``torch.distributed.tensor.experimental.
+context_parallel``) does the ring inside SDPA on GPUs; in this torch build it does not run on
+the CPU (its CPU flash kernel has no sharding rule).
 
 ``launch`` runs a function on ``world`` processes forked from this one, joined in a gloo group:
 the tests, the chapters and ``python -m mha.parallel`` use it; ``torchrun --nproc-per-node 2 -m
@@ -37,7 +42,14 @@ from mha.parallel.example import example as example  # python -m mha.parallel's
 from mha.parallel.example import main as main
 from mha.parallel.group import launch
 from mha.parallel.heads import HeadsAcrossRanks, head_ranges, heads_on_rank, shard_heads
-from mha.parallel.ring import ring_attention, ring_schedule
+from mha.parallel.ring import (
+    join_sequence,
+    ring_attention,
+    ring_kernel,
+    ring_schedule,
+    split_sequence,
+)
+from mha.parallel.ulysses import ulysses_attention
 
 if TYPE_CHECKING:  # imported on first use (below): DTensor's import takes a second
     from mha.parallel.tensor import block_plan, parallelize
@@ -47,11 +59,15 @@ __all__ = [
     "block_plan",
     "head_ranges",
     "heads_on_rank",
+    "join_sequence",
     "launch",
     "parallelize",
     "ring_attention",
+    "ring_kernel",
     "ring_schedule",
     "shard_heads",
+    "split_sequence",
+    "ulysses_attention",
 ]
 
 # 文档、pickle 和 repr 都用 mha.parallel 这个名字：API 页面和读者在这里找到它们
