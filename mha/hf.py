@@ -418,6 +418,8 @@ class HFAttention(nn.Module):
         Raises:
             TypeError: ``past_key_values`` is not transformers' ``DynamicCache`` (a
                 ``StaticCache``, say).
+            ValueError: ``output_attentions`` is asked for (in the call or the config):
+                transformers records the weights from its own attention classes only.
             ValueError: ``past_key_values`` holds keys and values of another layout (another
                 model's), or positions DeepSeek-V3's own layers wrote (their latents are laid out
                 otherwise than MLA's).
@@ -445,9 +447,20 @@ class HFAttention(nn.Module):
             异常：
                 TypeError: ``past_key_values`` 不是 transformers 的 ``DynamicCache``（比如是
                     ``StaticCache``）。
+                ValueError: 要求了 ``output_attentions``（在调用里或配置里）：transformers 只从它
+                    自己的注意力类收集权重。
                 ValueError: ``past_key_values`` 里存着别的布局的键和值（别的模型的），或者存着
                     DeepSeek-V3 自己的层写的位置（它的潜在向量布局与 MLA 的不同）。
         """
+        if kwargs.get("output_attentions", getattr(self.config, "output_attentions", False)):
+            # transformers collects the weights by hooks on its own attention classes, which a
+            # swapped layer is not: it would return no weights, silently
+            raise ValueError(
+                "output_attentions=True: transformers records attention weights from its own "
+                f"attention layers ({self.hf_class.__name__}), and this layer is mha's: "
+                "restore_attention(model) first, or call the layer's attention with "
+                "need_weights=True (model.model.layers[i].self_attn.attention)"
+            )
         cache = None
         if past_key_values is not None:  # the keys and values live in transformers' cache
             cache = self._cache_class(past_key_values, self.layer_idx)

@@ -686,6 +686,31 @@ def test_a_model_without_a_layer_it_converts_is_refused_with_its_attention_class
         swap_attention(torch.nn.Linear(2, 2))
 
 
+@pytest.mark.parametrize("where", ["call", "config"])
+def test_attention_weights_asked_of_a_swapped_model_are_refused_not_returned_empty(llama, where):
+    """transformers collects ``attentions`` by hooks on its own attention classes: a swapped
+    layer would give an empty tuple. The original under ``eager`` gives one tensor a layer (under
+    ``sdpa`` an empty tuple too: its kernel returns no weights)."""
+    original, swapped = llama
+    ids, mask = batch()
+    original.config._attn_implementation = "eager"
+    try:
+        with torch.no_grad():
+            weights = original(ids, attention_mask=mask, output_attentions=True).attentions
+    finally:
+        original.config._attn_implementation = "sdpa"
+    assert len(weights) == 2  # transformers' own layers
+    ask = {"output_attentions": True} if where == "call" else {}
+    swapped.config._attn_implementation = "eager"  # transformers' config takes no other then
+    swapped.config.output_attentions = where == "config"
+    try:
+        with pytest.raises(ValueError, match=r"output_attentions=True: .*restore_attention"):
+            swapped(ids, attention_mask=mask, **ask)
+    finally:
+        swapped.config.output_attentions = False
+        swapped.config._attn_implementation = "sdpa"
+
+
 def test_a_second_swap_is_refused(llama):
     with pytest.raises(ValueError, match="is swapped already"):
         swap_attention(llama[1])
