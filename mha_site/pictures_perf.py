@@ -534,6 +534,29 @@ def table_gqa(results: dict, language: str) -> str:
     return markdown_table(header, rows)
 
 
+def table_options(results: dict, language: str) -> str:
+    """The causal forward with each option SDPA cannot express, against SDPA's."""
+    header = [
+        tr(language, "options", "选项"),
+        tr(language, "path", "路径"),
+        "L",
+        tr(language, "median time (ms)", "中位时间（毫秒）"),
+        tr(language, "÷ SDPA's", "是 SDPA 的几倍"),
+    ]
+    paths = {"sdpa": ("SDPA", "SDPA"), "written out": ("written out", "逐步计算的路径")}
+    rows = [
+        [
+            f"`{r['option']}`",
+            tr(language, *paths[r["path"]]),
+            str(r["seq_len"]),
+            number(r["median_ms"]),
+            number(r["ratio_vs_sdpa"]),
+        ]
+        for r in results["options"]
+    ]
+    return markdown_table(header, rows)
+
+
 def table_memory_masked(results: dict, language: str) -> str:
     """Peak memory growth with and without a ``[batch, 1, 1, L]`` padding mask, per L."""
     impls = impl_order(results["memory_masked"])
@@ -793,6 +816,7 @@ TABLES = {
     "mla": table_mla,
     "mla-absorb": table_mla_absorb,
     "gqa": table_gqa,
+    "options": table_options,
     "tiled-memory": table_tiled_memory,
     "parallel-sequence": lambda r, lang: table_parallel("sequence", r, lang),
     "parallel-heads": lambda r, lang: table_parallel("heads", r, lang),

@@ -23,6 +23,7 @@ What it measures, all in one process and in one run so that the ratios compare l
 - ``generate``: the chapter *Use it in a model*'s decoder generating with its ``ModelCache`` against
   running the whole sequence at each step, in tokens per second;
 - ``gqa``: grouped-query attention's cache bytes and time;
+- ``options``: what an option SDPA cannot express costs (``softcap`` runs the written-out path);
 - ``memory``: peak memory growth of one forward, each in a fresh process (``mha.bench.memory``),
   with and without a padding mask;
 - ``rounding``: not a timing: how far apart float32 lands for two computations of the same
