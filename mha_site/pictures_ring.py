@@ -6,6 +6,10 @@ with the causal mask, or skips them.
 
 ``ring-memory``: each rank's peak memory growth with the sequence split over 1, 2 and 4 ranks,
 from the benchmark's results file (``parallel``).
+
+``ring-time``: the time of one call against L, one process's SDPA against the ways of splitting
+the sequence over 2 ranks (one core each on the benchmark's machine), from the benchmark's results
+file (``sequence_split``).
 """
 
 from __future__ import annotations
@@ -95,4 +99,47 @@ def ring_memory_picture(language: str) -> str:
     )
 
 
-PICTURES = {"ring-steps": ring_steps_picture, "ring-memory": ring_memory_picture}
+# The series of ring-time: (method, world) of the results' sequence_split rows, its label, and
+# the benchmark plots' style it takes (colours whose contrast the picture tests check)
+TIMES = {
+    ("sdpa", 1): (("one process, SDPA", "单进程，SDPA"), "torch"),
+    ("ring", 2): (("zigzag ring, 2 ranks", "zigzag 环，2 个进程"), "full-fast"),
+    ("ring-contiguous", 2): (("contiguous ring, 2 ranks", "连续分段的环，2 个进程"), "full-math"),
+    ("ring-no-overlap", 2): (("ring, no overlap, 2 ranks", "环，不重叠，2 个进程"), "pure"),
+    ("ulysses", 2): (("Ulysses, 2 ranks", "Ulysses，2 个进程"), "annotated"),
+}
+
+
+def ring_time_picture(language: str) -> str:
+    from mha_site.pictures_perf import STYLE, line_plot, load
+
+    def key(method: str, world: int) -> str:
+        return f"{method}-{world}"
+
+    rows = [
+        dict(r, impl=key(r["method"], r["world"]))
+        for r in load()["sequence_split"]
+        if (r["method"], r["world"]) in TIMES
+    ]
+    lines = {key(*k): (label, STYLE[style]) for k, (label, style) in TIMES.items()}
+    return line_plot(
+        "ring-time",
+        language,
+        rows,
+        "median_ms",
+        tr(
+            language,
+            "One call's time against L: one process's SDPA, and the sequence split over 2 ranks",
+            "一次调用的用时随 L 的变化：单进程的 SDPA，以及把序列分到 2 个进程上的几种做法",
+        ),
+        tr(language, "median time (ms)", "中位时间（毫秒）"),
+        "ms",
+        lines=lines,
+    )
+
+
+PICTURES = {
+    "ring-steps": ring_steps_picture,
+    "ring-memory": ring_memory_picture,
+    "ring-time": ring_time_picture,
+}

@@ -98,6 +98,7 @@ DRAWN = {
     "heads-split": None,  # no forward: MHA(16, 4, kv_heads=2)'s weights, split by heads_on_rank
     "ring-steps": None,  # no MHA: ring_schedule of 4 ranks, causal
     "ring-memory": None,  # the benchmark's parallel rows
+    "ring-time": None,  # the benchmark's sequence_split rows
     "cross-weights": PAGE,  # the cross page's run: and a context [2, 7, 20] for keys and values
     "cache-grows": (20, 4, (2, 7, 20)),  # the cache page's: a prefill of 3, then 4 steps
     "gqa-groups": (20, 4, (6, 3, 20)),  # the gqa page's MHA(20, 4, kv_heads=2)

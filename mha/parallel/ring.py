@@ -13,7 +13,7 @@ from torch import Tensor
 
 from mha.checks import _check_flag, _check_length
 from mha.parallel.group import _agree, _process_group
-from mha.tiled import TiledAttention, merge
+from mha.tiled import TiledAttention
 
 Action = Literal["whole", "causal", "skip", "front", "back"]
 Layout = Literal["contiguous", "zigzag"]
@@ -573,6 +573,27 @@ def _wait(requests: list) -> None:
         request.wait()
 
 
+def _seen(action: str, q: Tensor, k: Tensor) -> tuple[slice, slice]:
+    """The queries a step is for and the held keys they see: all of both, but for zigzag's
+    ``"front"`` (every query, the front chunk of the keys) and ``"back"`` (the back chunk of
+    the queries, every key)."""
+    if action == "front":
+        return slice(None), slice(0, k.size(2) // 2)
+    if action == "back":
+        return slice(q.size(2) // 2, None), slice(None)
+    return slice(None), slice(None)
+
+
+def _merge_into(out: Tensor, lse: Tensor, part_out: Tensor, part_lse: Tensor) -> None:
+    """[`merge`][mha.tiled.merge] written into ``out`` and ``lse`` (views of the rows a step
+    is for), so that a step allocates only its part's weighted copy, not a whole new output."""
+    joined = torch.logaddexp(lse, part_lse)  # [batch_size, heads_num, rows]
+    safe = torch.where(torch.isinf(joined), torch.zeros_like(joined), joined)
+    out.mul_(torch.exp(lse - safe)[..., None])
+    out.add_(part_out * torch.exp(part_lse - safe)[..., None])
+    lse.copy_(joined)
+
+
 def _step_forward(
     q: Tensor, k: Tensor, v: Tensor, action: str, block_size: int
 ) -> tuple[slice, Tensor, Tensor] | None:
@@ -580,11 +601,7 @@ def _step_forward(
     the part of the held block they see (``None`` for a skipped block)."""
     if action == "skip":
         return None
-    rows, keys = slice(None), slice(None)
-    if action == "front":  # every query, the front chunk of the keys
-        keys = slice(0, k.size(2) // 2)
-    elif action == "back":  # the back chunk of the queries, every key
-        rows = slice(q.size(2) // 2, None)
+    rows, keys = _seen(action, q, k)
     out, lse = _attend(q[:, :, rows], k[:, :, keys], v[:, :, keys], action == "causal", block_size)
     return rows, out, lse
 
@@ -618,10 +635,8 @@ def _ring_forward(
             rows, part_out, part_lse = part
             if out is None:  # step 0: the own block, whole or causal, every row
                 out, lse = part_out, part_lse
-            else:
-                joined = merge(out[:, :, rows], lse[:, :, rows], part_out, part_lse)
-                out, lse = out.clone(), lse.clone()
-                out[:, :, rows], lse[:, :, rows] = joined
+            else:  # zigzag's "back": the back chunk's rows only
+                _merge_into(out[:, :, rows], lse[:, :, rows], part_out, part_lse)
         if step < world - 1:
             _wait(requests)
             held = incoming
@@ -645,11 +660,7 @@ def _step_backward(
     dv = torch.zeros(v.shape, dtype=dtype, device=v.device)
     if action == "skip":
         return dq, dk, dv
-    rows, keys = slice(None), slice(None)
-    if action == "front":
-        keys = slice(0, k.size(2) // 2)
-    elif action == "back":
-        rows = slice(q.size(2) // 2, None)
+    rows, keys = _seen(action, q, k)
     part = _attend_backward(
         dout[:, :, rows],
         q[:, :, rows],
