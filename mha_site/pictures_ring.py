@@ -129,8 +129,8 @@ def ring_time_picture(language: str) -> str:
         "median_ms",
         tr(
             language,
-            "One call's time against L: one process's SDPA, and the sequence split over 2 ranks",
-            "一次调用的用时随 L 的变化：单进程的 SDPA，以及把序列分到 2 个进程上的几种做法",
+            "One call's time against L, one process or 2 ranks",
+            "一次调用的用时随 L 的变化：单进程与 2 个进程",
         ),
         tr(language, "median time (ms)", "中位时间（毫秒）"),
         "ms",
