@@ -129,6 +129,7 @@ class Options:
         rope: as in [`MHA`][mha.full.MHA].
         window: as in [`MHA`][mha.full.MHA].
         softcap: as in [`MHA`][mha.full.MHA].
+        sinks: as in [`MHA`][mha.full.MHA].
 
     Examples:
         >>> options = MHA(20, 4, kv_heads=2).options
@@ -166,6 +167,7 @@ class Options:
             rope: 与 [`MHA`][mha.full.MHA] 相同。
             window: 与 [`MHA`][mha.full.MHA] 相同。
             softcap: 与 [`MHA`][mha.full.MHA] 相同。
+            sinks: 与 [`MHA`][mha.full.MHA] 相同。
     """
 
     hidden_size: int
@@ -182,6 +184,7 @@ class Options:
     rope: RotaryEmbedding | None = None
     window: int | None = None
     softcap: float | None = None
+    sinks: bool = False
 
     def resolved(self) -> Options:
         """The same options with what follows from the others filled in: ``kv_heads``,
@@ -248,8 +251,8 @@ class MHA(nn.Module):
             as a tuple (Qwen2: ``("W_q", "W_k", "W_v")``).
         fast: ``True`` runs ``torch.nn.functional.scaled_dot_product_attention`` (fused kernels);
             ``False`` runs the attention written out, as on the site's walkthrough. With
-            ``softcap`` the written-out path runs either way: the fused kernels cannot cap the
-            scores.
+            ``softcap`` or ``sinks`` the written-out path runs either way: the fused kernels
+            cannot cap the scores or add a sink to the softmax.
         context_size: the width of ``context`` in cross-attention, when it differs from
             ``hidden_size`` (``kdim`` and ``vdim`` in ``nn.MultiheadAttention``): ``W_k`` and
             ``W_v`` take ``context_size`` inputs, and the module does cross-attention only.
@@ -275,11 +278,16 @@ class MHA(nn.Module):
             score lies in ``(-softcap, softcap)``. ``None`` (the default) leaves the scores as
             they are. The fused kernels take no such cap: with one, the written-out path runs
             even when ``fast`` is ``True``.
+        sinks: attention sinks (gpt-oss): a learned logit per query head, ``sink_logits``
+            (``heads_num`` of them, starting at 0), joins each row of scores in the softmax's
+            denominator and is dropped after it, so a query's weights sum to less than 1 (the
+            rest goes to no value). The fused kernels take no such logit: with sinks, the
+            written-out path runs even when ``fast`` is ``True``.
 
     Raises:
         TypeError: a size is not an ``int``, ``dropout`` or ``softcap`` not a number, ``bias``
-            neither a ``bool`` nor a tuple of names, ``fast`` not a ``bool``, ``qk_norm`` neither
-            a ``bool`` nor ``"gemma"``, ``rope`` not a ``RotaryEmbedding``.
+            neither a ``bool`` nor a tuple of names, ``fast`` or ``sinks`` not a ``bool``,
+            ``qk_norm`` neither a ``bool`` nor ``"gemma"``, ``rope`` not a ``RotaryEmbedding``.
         ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``
             (without ``head_size``), ``heads_num`` not by ``kv_heads``, ``dropout`` is outside
             ``[0, 1)``, ``bias`` names another projection, ``scale``, ``norm_eps`` or
@@ -310,8 +318,8 @@ class MHA(nn.Module):
             bias: 四个线性层是否带偏置，或者带偏置的那几个投影的名字组成的元组（Qwen2：
                 ``("W_q", "W_k", "W_v")``）。
             fast: ``True`` 调用 ``torch.nn.functional.scaled_dot_product_attention``（融合算子）；
-                ``False`` 按网站逐行走读里的写法把注意力逐步算出来。有 ``softcap`` 时无论如何都走
-                逐步计算的路径：融合算子没法给分数加上限。
+                ``False`` 按网站逐行走读里的写法把注意力逐步算出来。有 ``softcap`` 或 ``sinks`` 时
+                无论如何都走逐步计算的路径：融合算子没法给分数加上限，也没法在 softmax 里加汇聚项。
             context_size: 交叉注意力中 ``context`` 的宽度，与 ``hidden_size`` 不同时给出（即
                 ``nn.MultiheadAttention`` 的 ``kdim`` 和 ``vdim``）：``W_k`` 和 ``W_v`` 的输入是
                 ``context_size`` 维，模块只能做交叉注意力。默认 ``None`` 表示 ``hidden_size``。
@@ -332,10 +340,14 @@ class MHA(nn.Module):
                 分数 ``s`` 在加掩码之前变成 ``tanh(s / softcap) * softcap``，于是每个分数都落在
                 ``(-softcap, softcap)`` 之内。默认 ``None`` 表示分数保持原样。融合算子不接受这样的
                 上限：有了它，即使 ``fast`` 为 ``True`` 也走逐步计算的路径。
+            sinks: 注意力汇聚（gpt-oss）：每个查询头一个学出来的 logit，即 ``sink_logits``（共
+                ``heads_num`` 个，初始为 0），加进每行分数的 softmax 分母，算完再丢掉，于是一个查询
+                的权重之和小于 1（其余的不落在任何值上）。融合算子不接受这样的 logit：有汇聚项时，
+                即使 ``fast`` 为 ``True`` 也走逐步计算的路径。
 
         异常：
             TypeError: 尺寸不是 ``int``，``dropout`` 或 ``softcap`` 不是数，``bias`` 既不是
-                ``bool`` 也不是名字组成的元组，``fast`` 不是 ``bool``，``qk_norm`` 既不是
+                ``bool`` 也不是名字组成的元组，``fast`` 或 ``sinks`` 不是 ``bool``，``qk_norm`` 既不是
                 ``bool`` 也不是 ``"gemma"``，``rope`` 不是 ``RotaryEmbedding``。
             ValueError: 尺寸不是正数，（没给 ``head_size`` 时）``hidden_size`` 不能被
                 ``heads_num`` 整除，``heads_num`` 不能被 ``kv_heads`` 整除，``dropout`` 不在
@@ -361,6 +373,7 @@ class MHA(nn.Module):
         rope: RotaryEmbedding | None = None,
         window: int | None = None,
         softcap: float | None = None,
+        sinks: bool = False,
     ):
         super().__init__()
         kv_heads = heads_num if kv_heads is None else kv_heads
@@ -377,6 +390,7 @@ class MHA(nn.Module):
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         biased = _biased(bias)
         _check_flag("fast", fast)
+        _check_flag("sinks", sinks)
         _check_qk_norm(qk_norm)
         context_size = hidden_size if context_size is None else context_size
         _check_length("context_size", context_size, positive=True)
@@ -410,6 +424,7 @@ class MHA(nn.Module):
         self.rope = rope
         self.window = window
         self.softcap = None if softcap is None else float(softcap)
+        self.sinks = sinks
 
         # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num），
         # 输入是 context_size 维（默认就是 hidden_size）
@@ -427,6 +442,9 @@ class MHA(nn.Module):
         gemma = qk_norm == "gemma"
         self.q_norm = RMSNorm(head_size, eps=norm_eps, plus_one=gemma) if qk_norm else None
         self.k_norm = RMSNorm(head_size, eps=norm_eps, plus_one=gemma) if qk_norm else None
+        # gpt-oss：每个查询头一个汇聚 logit，初始为 0（不用时为 None）
+        # gpt-oss: one sink logit per query head, starting at 0 (None when off)
+        self.sink_logits = nn.Parameter(torch.zeros(heads_num)) if sinks else None
 
     @property
     def options(self) -> Options:
@@ -714,11 +732,12 @@ class MHA(nn.Module):
                 attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
 
         try:
-            if self.fast and not need_weights and self.softcap is None:
+            if self.fast and not need_weights and self.softcap is None and not self.sinks:
                 # 快速路径：融合算子；一个键都看不到的查询，算子自己给出零输出（它不能给分数加
-                # 软上限：有 softcap 时走下面逐步计算的路径）
+                # 软上限，也没有汇聚项：有 softcap 或 sinks 时走下面逐步计算的路径）
                 # Fast path: a fused kernel, which itself gives a zero output to a query with no key
-                # (it cannot cap the scores: with softcap the written-out path below runs)
+                # (it cannot cap the scores, nor add a sink: with softcap or sinks the written-out
+                # path below runs)
                 out = self._attend_fast(q, k, v, attn_mask, is_causal)  # [batch_size, heads_num, q_len, head_size]
                 weights = None
             else:
@@ -764,12 +783,12 @@ class MHA(nn.Module):
         return t if groups == 1 else t.repeat_interleave(groups, dim=1)
 
     def _weights(self, q: Tensor, k: Tensor, mask: Tensor | None) -> Tensor:
-        """The attention weights, written out: scores, scale, soft-cap, mask, softmax, dropout.
-        A query whose keys are all masked (``False``, or ``-inf`` in a float mask) gets a row of
-        zeros.
+        """The attention weights, written out: scores, scale, soft-cap, mask, softmax (with the
+        sinks), dropout. A query whose keys are all masked (``False``, or ``-inf`` in a float
+        mask) gets a row of zeros.
 
         中文:
-            逐步算出注意力权重：分数、缩放、软上限、掩码、softmax、dropout。键全被屏蔽（布尔掩码
+            逐步算出注意力权重：分数、缩放、软上限、掩码、softmax（连同汇聚项）、dropout。键全被屏蔽（布尔掩码
             全为 ``False``，或浮点掩码全为 ``-inf``）的查询，权重整行为零。
         """
         # 每个查询头与它那一组的键头做点积，再乘 scale（默认 1/sqrt(head_size)）；至少在 float32 里算
@@ -805,7 +824,15 @@ class MHA(nn.Module):
             # 0/0 = NaN: set such a row's scores to 0 first, then zero its weights after softmax
             keeps = allowed.any(dim=-1, keepdim=True)  # [..., 1]
             qk = qk.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, k_len]
-        attn = torch.softmax(qk, dim=-1).to(q.dtype)  # [batch_size, heads_num, q_len, k_len]
+        if self.sinks:
+            # gpt-oss 的汇聚项：每个头的 logit 作为多出来的一列进 softmax 的分母，算完丢掉
+            # gpt-oss's sinks: each head's logit joins the softmax's denominator as one more
+            # column, dropped after it
+            sink = self.sink_logits.to(dtype).view(1, -1, 1, 1).expand(*qk.shape[:-1], 1)  # [batch_size, heads_num, q_len, 1]
+            qk = torch.cat([qk, sink], dim=-1)  # [batch_size, heads_num, q_len, k_len + 1]
+            attn = torch.softmax(qk, dim=-1)[..., :-1].to(q.dtype)  # [batch_size, heads_num, q_len, k_len]
+        else:
+            attn = torch.softmax(qk, dim=-1).to(q.dtype)  # [batch_size, heads_num, q_len, k_len]
         if keeps is not None:
             attn = attn.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, k_len]
         # dropout 只在训练模式下把一部分权重置零（其余的放大 1/(1-p)）

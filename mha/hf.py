@@ -45,6 +45,7 @@ The layer returns ``(output, None)``: the attention weights are not computed (tr
 
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 from torch import Tensor
 
@@ -466,8 +467,12 @@ class HFAttention(nn.Module):
             cache = self._cache_class(past_key_values, self.layer_idx)
         if position_embeddings is not None and self._rotates_as_transformers:
             # transformers' cos and sin, computed once for all layers: the tables this module's
-            # rope makes for position_ids (tests/test_swap.py), not computed again per layer
-            where = dict(rotations=tuple(position_embeddings))
+            # rope makes for position_ids (tests/test_swap.py), not computed again per layer.
+            # gpt-oss's hold each frequency once (half a head): the other half repeats them
+            cos, sin = position_embeddings
+            if cos.size(-1) * 2 == self.attention.head_size:
+                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+            where = dict(rotations=(cos, sin))
         else:
             where = dict(positions=position_ids)
         out = self.attention(

@@ -122,6 +122,7 @@ TO_TORCH_REFUSES = {
     "rope": lambda o: "rope (rotary embeddings)",
     "window": lambda o: "window (a sliding window)",
     "softcap": lambda o: f"softcap={o.softcap} (a cap of the attention scores)",
+    "sinks": lambda o: "sinks (a learned logit per head in the softmax's denominator)",
 }
 
 
@@ -419,6 +420,7 @@ _HF_NAMES = {
     "o_proj": "W_o",
     "q_norm": "q_norm",
     "k_norm": "k_norm",
+    "sinks": "sink_logits",  # gpt-oss's parameter of the layer itself: one logit per head
 }
 _HF_MLA_NAMES = {
     "q_proj": "W_q",
@@ -502,6 +504,9 @@ def _layout(module: nn.Module) -> str:
             ("buffer", module.named_buffers(recurse=False)),
         )
         for n, t in items
+        if not (
+            what == "parameter" and n in names and t.shape == (module.config.num_attention_heads,)
+        )
     ]
     if extra:
         target = "mha.mla.MLA" if kind == "mla" else "mha.full.MHA"
@@ -660,6 +665,7 @@ FROM_HF_FILLS = {
     "rope": lambda module: _rope_from_hf(module, *_rotations(module)[0]),
     "window": _hf_window,
     "softcap": lambda module: getattr(module, "attn_logit_softcapping", None),  # Gemma 2's
+    "sinks": lambda module: isinstance(getattr(module, "sinks", None), nn.Parameter),  # gpt-oss's
 }
 FROM_HF_DEFAULTS = {
     "fast": "True: the fused kernel, which computes what transformers' sdpa and eager paths do",
@@ -670,12 +676,16 @@ FROM_HF_DEFAULTS = {
 def _load_renamed(m: nn.Module, module: nn.Module, names: dict[str, str]) -> nn.Module:
     """``m`` with ``module``'s parameters copied exactly, each renamed by ``names``; strict, so a
     parameter left over on either side is an error, not a silent default."""
-    renamed = {}
-    for key, value in module.state_dict().items():
-        part, _, leaf = key.rpartition(".")
-        renamed[f"{names[part]}.{leaf}"] = value
+    renamed = {_renamed(key, names): value for key, value in module.state_dict().items()}
     m.load_state_dict(renamed, strict=True)
     return m
+
+
+def _renamed(key: str, names: dict[str, str]) -> str:
+    """A parameter's name on the other side: its submodule renamed by ``names`` (``q_proj.weight``
+    to ``W_q.weight``), or a parameter of the layer itself (gpt-oss's ``sinks``) renamed whole."""
+    part, _, leaf = key.rpartition(".")
+    return f"{names[part]}.{leaf}" if part else names[leaf]
 
 
 def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
@@ -693,13 +703,14 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     the layer's type where they differ by type, as Gemma 3's local and global bases: default,
     ``llama3`` or ``yarn``, with its ``partial_rotary_factor``; pairs of halves, or interleaved
     pairs as GLM-4's code rotates them), ``window`` (Mistral's and Mixtral's
-    ``sliding_window``, Qwen's and Gemma's on their sliding layers) and ``softcap`` (Gemma 2's
-    ``attn_logit_softcapping``, kept if the layer, run, caps by it). This covers Llama, Mistral,
-    Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite and GLM-4
-    attention (the experts of the MoE models are in their MLPs, not here). The weights are copied
-    exactly, on the module's device and in its dtype. The result called as ``m(x, is_causal=True)``
-    gives the module's output for positions ``0 .. q_len - 1`` under its causal (and
-    sliding-window) mask; with a [`KVCache`][mha.cache.KVCache] it continues at position
+    ``sliding_window``, Qwen's, Gemma's and gpt-oss's on their sliding layers), ``softcap``
+    (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by it) and ``sinks``
+    (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``). This covers Llama, Mistral,
+    Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, GLM-4 and
+    gpt-oss attention (the experts of the MoE models are in their MLPs, not here). The weights
+    are copied exactly, on the module's device and in its dtype. The result called as
+    ``m(x, is_causal=True)`` gives the module's output for positions ``0 .. q_len - 1`` under its
+    causal (and sliding-window) mask; with a [`KVCache`][mha.cache.KVCache] it continues at position
     ``len(cache)``, as the module does with its own cache. DeepSeek-V2's and V3's attention become
     an ``mha.mla.MLA`` of the config's ranks and head dims, its rotation (interleaved pairs: V2's
     always, V3's where ``rope_interleave`` says so) and the module's ``scaling`` (times YaRN's
@@ -722,7 +733,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         TypeError: ``module`` has no ``config`` and ``layer_idx``, or not the projections of
             either layout (a fused ``qkv_proj``, say); the message names its submodules.
         ValueError: the layer does what ``mha`` does not, and the message names it: a
-            parameter, submodule or attribute ``from_hf`` does not map (attention sinks),
+            parameter, submodule or attribute ``from_hf`` does not map,
             ``is_causal=False``, a layer type other than full and sliding attention,
             a projection of another shape (a gated query), a q/k norm over the whole projection
             or of another formula, a rope type other than default, ``llama3`` and ``yarn``; or
@@ -742,12 +753,13 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         ``rope``（配置里的 ``rope_parameters``，按层的类型各取一份时取这一层的，比如 Gemma 3 的局部
         和全局基数：默认、``llama3`` 或 ``yarn``，连同它的 ``partial_rotary_factor``；前后两半配对，
         或者像 GLM-4 的代码那样相邻两维配对）、``window``（Mistral 和 Mixtral 的
-        ``sliding_window``；Qwen 和 Gemma 的滑动窗口层）和 ``softcap``（Gemma 2 的
-        ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）。Llama、Mistral、
-        Mixtral、Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite 和 GLM-4 的
-        注意力都在其中（MoE 模型的专家在 MLP 里，不在这里）。权重原样复制，设备和 dtype 与模块
-        相同。以 ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及
-        滑动窗口）掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)``
+        ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动窗口层）、``softcap``（Gemma 2 的
+        ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）和 ``sinks``（gpt-oss
+        的 ``sinks`` 参数，复制进 ``sink_logits``）。Llama、Mistral、Mixtral、Qwen2、Qwen2-MoE、
+        Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4 和 gpt-oss 的注意力都在其中（MoE
+        模型的专家在 MLP 里，不在这里）。权重原样复制，设备和 dtype 与模块相同。以
+        ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动窗口）
+        掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)``
         接着算，与模块用它自己的缓存时相同。DeepSeek-V2 和 V3 的注意力转成 ``mha.mla.MLA``：秩和
         各部分的维度取自配置，旋转是相邻两维配对（V2 总是如此，V3 看 ``rope_interleave``），
         softmax 的缩放系数取模块的 ``scaling``（配置的 ``rope_parameters`` 设了 ``mscale_all_dim``
@@ -769,7 +781,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             TypeError: ``module`` 没有 ``config`` 和 ``layer_idx``，或者没有这两种结构的投影
                 （比如合并成一个的 ``qkv_proj``）；错误信息会列出它的子模块。
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
-                参数、子模块或属性（注意力汇聚），``is_causal=False``，完整注意力和滑动
+                参数、子模块或属性，``is_causal=False``，完整注意力和滑动
                 窗口注意力以外的层类型，形状不同的投影（带门控的查询），对整个投影做的或者公式
                 不同的 q/k 归一化，默认、``llama3``、``yarn`` 之外的 rope 类型；或者运行起来，
                 这个层算出的与由它构建的模块不同。
@@ -898,9 +910,9 @@ def _probe(m: nn.Module, module: nn.Module) -> float:
     mask = mask.masked_fill(~visible, torch.finfo(weight.dtype).min)[None, None]
     config, training = module.config, (module.training, m.training)
     implementation = getattr(config, "_attn_implementation", None)
-    # transformers' sdpa path refuses a soft-cap: a layer that has one runs its eager path
+    # transformers' sdpa path refuses a soft-cap and has no sinks: such a layer runs its eager path
     capped = getattr(module, "attn_logit_softcapping", None) is not None
-    runs = "eager" if capped else "sdpa"
+    runs = "eager" if capped or getattr(m, "sinks", False) else "sdpa"
     # Gemma 3's rotary embedding makes the tables of one layer type at a time
     per_type = "layer_type" in inspect.signature(rotary_class.forward).parameters
     where = (_layer_type(module),) if per_type else ()
@@ -1114,10 +1126,7 @@ def to_hf(module: nn.Module, hf_attention: nn.Module) -> nn.Module:
     if problems:
         raise ValueError(f"cannot copy module into {name}: {'; '.join(problems)}")
     theirs = _hf_names(module, back=True)
-    renamed = {}
-    for key, value in module.state_dict().items():
-        part, _, leaf = key.rpartition(".")
-        renamed[f"{theirs[part]}.{leaf}"] = value
+    renamed = {_renamed(key, theirs): value for key, value in module.state_dict().items()}
     hf_attention.load_state_dict(renamed, strict=True)
     return hf_attention
 
@@ -1134,8 +1143,7 @@ def _same_requires_grad(source: nn.Module, target: nn.Module, names: dict[str, s
     (``names``: ``source``'s submodule names to ``target``'s), so a frozen weight stays frozen."""
     wanted = dict(target.named_parameters())
     for key, parameter in source.named_parameters():
-        part, _, leaf = key.rpartition(".")
-        wanted[f"{names[part]}.{leaf}"].requires_grad_(parameter.requires_grad)
+        wanted[_renamed(key, names)].requires_grad_(parameter.requires_grad)
 
 
 def swap_attention(model: nn.Module) -> nn.Module:

@@ -59,6 +59,7 @@ class Run:
     max_len: int | None = None  # the cache's max_len
     static: bool = False  # a static cache (max_len slots, all attended, masked): k_len is max_len
     softcap: float | None = None  # Gemma 2's cap of the scores (the written-out path runs)
+    sinks: bool = False  # gpt-oss's logit per head in the softmax (the written-out path runs)
 
     class_name: ClassVar[str] = "MHA"
 
@@ -80,6 +81,7 @@ class Run:
             rope=None if self.rotary_dims is None else RotaryEmbedding(self.rotary_dims),
             window=self.window,
             softcap=self.softcap,
+            sinks=self.sinks,
         )
 
     def call(self, namespace: dict) -> Call:
@@ -258,6 +260,17 @@ RUNS = [
         is_causal=True,
     ),
     Run("cross/fast/softcap/float-2d", **SITE, src_len=7, softcap=2.0, mask="float-2d"),
+    Run(
+        "today/fast/sinks/rope/window/cache/padding/causal",
+        **TODAY,
+        rotary_dims=6,
+        sinks=True,  # fast, yet the sinks join the softmax: the written-out path runs
+        window=9,
+        cached=7,
+        mask="padding",
+        is_causal=True,
+    ),
+    Run("cross/fast/sinks/bool-2d", **SITE, src_len=7, sinks=True, mask="bool-2d"),
     Run(
         "cross/today/math/qk_norm/scale/float-2d",
         **TODAY,

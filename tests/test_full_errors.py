@@ -126,6 +126,7 @@ def test_dropout_outside_0_to_1_raises_value_error(value):
 EXPECTED_FLAG = {
     "bias": "a bool or a tuple of projection names",
     "fast": "a bool",
+    "sinks": "a bool",
 }
 
 

@@ -5,18 +5,18 @@ without a cache.
 
 The dimensions: the options (``head_size`` other than ``hidden_size / heads_num``, ``scale``, a
 bias on some projections, ``qk_norm`` (Qwen3's and Gemma's), ``rope`` with each scaling,
-``window``, ``softcap``), ``kv_heads``, the fast and the written-out path; the dtype (float64,
-float32, bfloat16, float16), the last two both as ``.to(dtype)`` and under autocast; the cache
-(none, ``KVCache``, preallocated ``max_len``, a ``ModelCache``, a crop of a rejected step, a
-reorder of the rows, a static cache, whose masks cover its ``max_len`` slots); padding (none,
-left, right);
+``window``, ``softcap``, ``sinks``), ``kv_heads``, the fast and the written-out path; the dtype
+(float64, float32, bfloat16, float16), the last two both as ``.to(dtype)`` and under autocast;
+the cache (none, ``KVCache``, preallocated ``max_len``, a ``ModelCache``, a crop of a rejected
+step, a reorder of the rows, a static cache, whose masks cover its ``max_len`` slots); padding
+(none, left, right);
 grad mode (no_grad; inference_mode for the prefill then no_grad; training with ``W_k`` frozen,
 its gradients compared too); ``torch.compile(fullgraph=True)`` of the decoding steps (the keys'
 length changes at each);
 and ``MLA``'s latent cache expanded and absorbed.
 
 Where a transformers family has a case's options (Llama, Mistral, Qwen2, Qwen3, Gemma 2 with a
-soft-cap, Gemma 3 with its q/k norm: ``family_of``),
+soft-cap, Gemma 3 with its q/k norm, gpt-oss with its sinks: ``family_of``),
 the case's module is that family's layer converted with ``from_hf``, and the float64 reference is
 checked against the transformers layer itself first.
 
@@ -63,6 +63,8 @@ SCALINGS = {
 # How far from the float64 reference each dtype may be, relative to the reference's largest
 # value: a few roundings of the dtype (a wrong result is off by the size of the values).
 BOUND = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 8e-2}
+# A float64 gradient through the q/k norms, which compute in float32: a few of float32's roundings
+NORM_GRADIENT_BOUND = 1e-6
 
 DIMENSIONS = {
     "module": ["mha", "mla-expanded", "mla-absorbed"],
@@ -74,6 +76,7 @@ DIMENSIONS = {
     "rope": [None, "default", "llama3", "yarn"],
     "window": [None, 3],
     "softcap": [None, 2.0],
+    "sinks": [False, True],
     "fast": [True, False],
     "dtype": ["float64", "float32", "bfloat16", "float16"],
     "cast": ["to", "autocast"],
@@ -95,6 +98,7 @@ class Case:
     rope: str | None
     window: int | None
     softcap: float | None
+    sinks: bool
     fast: bool
     dtype: str
     cast: str
@@ -117,6 +121,7 @@ MHA_ONLY = {
     "rope": "default",
     "window": None,
     "softcap": None,
+    "sinks": False,
     "fast": True,
 }
 
@@ -183,9 +188,9 @@ def pairwise(dimensions: dict, seed: int = 0, tries: int = 60) -> list[Case]:
     return cases
 
 
-# The seed: one whose cases take five of the six families (Mistral's window with no bias is the
-# one left to tests/test_transformers.py), three of them among the first SAMPLE
-CASES = pairwise(DIMENSIONS, seed=20)
+# The seed: one whose cases take five of the seven families (Mistral's window with no bias and
+# Qwen2's q/k/v biases are left to tests/test_transformers.py), four of them among the first SAMPLE
+CASES = pairwise(DIMENSIONS, seed=10)
 SAMPLE = 12
 
 
@@ -198,6 +203,9 @@ def family_of(case: Case) -> tuple[str, bool] | None:
     if case.module != "mha" or case.scale is not None or case.rope is None:
         return None
     gemma = case.bias != "qkv"  # Gemma's configs: a bias on all four projections or on none
+    if case.sinks:  # gpt-oss's sinks, without a q/k norm or a cap; its biases as Gemma's
+        plain = gemma and not case.qk_norm and case.softcap is None
+        return ("gpt_oss", case.bias == "all") if plain else None
     if case.softcap is not None:  # Gemma 2's soft-cap, without a q/k norm
         return ("gemma2", case.bias == "all") if gemma and not case.qk_norm else None
     if case.qk_norm == "gemma":  # Gemma 3's (1 + weight) norm
@@ -261,6 +269,7 @@ def build(case: Case) -> torch.nn.Module:
             rope=rope,
             window=case.window,
             softcap=case.softcap,
+            sinks=case.sinks,
         )
     else:
         model = MLA(HIDDEN, HEADS, kv_lora_rank=8, qk_nope_head_dim=6, qk_rope_head_dim=4,
@@ -269,6 +278,8 @@ def build(case: Case) -> torch.nn.Module:
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(2.0)
+        if getattr(model, "sink_logits", None) is not None:  # drawn, not left at 0
+            model.sink_logits.normal_()
     return model
 
 
@@ -445,11 +456,17 @@ def check_gradients(case, model, model64, batch, got):
     # Relative to the largest gradient: some are zero by construction (W_k's bias adds the same
     # q·b to every score of a query, which the softmax ignores)
     scale = max(p.grad.abs().max().item() for p in theirs.values() if p.grad is not None)
+    bound = 20 * BOUND[case.dtype]
+    if case.qk_norm and case.dtype == "float64":
+        # The q/k norms compute in float32 (as transformers' do, whatever the input's dtype): the
+        # batch's backward and the reference's, summed in another order, differ by float32's
+        # rounding there (measured up to 1.4e-8)
+        bound = NORM_GRADIENT_BOUND
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
         error = (p.grad.double().cpu() - theirs[name].grad).abs().max().item() / scale
-        assert error < 20 * BOUND[case.dtype], f"{case}: {name}'s gradient {error:.3g} off"
+        assert error < bound, f"{case}: {name}'s gradient {error:.3g} off"
 
 
 @pytest.mark.parametrize("case", CASES[:SAMPLE], ids=str)
@@ -481,5 +498,5 @@ def test_the_cases_cover_every_pair_of_values():
 
 def test_every_family_checks_the_reference_against_transformers_in_some_case():
     families = {family_of(c)[0] for c in CASES if family_of(c) is not None}
-    assert families == {"llama", "qwen2", "qwen3", "gemma2", "gemma3"}, families
+    assert families == {"llama", "qwen3", "gemma2", "gemma3", "gpt_oss"}, families
     assert any(family_of(c) is not None for c in CASES[:SAMPLE])

@@ -315,8 +315,8 @@ def differ(run: Run, a: str, b: str) -> bool:
 
 
 def is_math(run: Run) -> bool:
-    # a soft-cap is written out whatever fast says: the fused kernels take none
-    return not run.fast or run.need_weights or run.softcap is not None
+    # a soft-cap and sinks are written out whatever fast says: the fused kernels take neither
+    return not run.fast or run.need_weights or run.softcap is not None or run.sinks
 
 
 def test_full_swapped_q_len_and_k_len_in_the_scores_comment_is_reported_where_they_differ():
@@ -419,13 +419,13 @@ def test_the_fast_path_passes_a_padding_mask_unexpanded():
 
 
 def test_full_removed_comment_is_reported_as_missing():
-    text = "attn = torch.softmax(qk"
+    text = "attn = torch.softmax(qk, dim=-1).to(q.dtype)"  # without sinks (they have their own)
     line = _full_line(text)
     mutated = mutate_line(FULL_SOURCE, text, "  # [batch_size, heads_num, q_len, k_len]", "")
     report = check_full(mutated, FULL_NAMESPACE)
     assert [p for p in report.problems if f"] line {line}:" in p] == [
         f"[{name}] line {line}: tensor `attn` has no shape comment"
-        for name in (r.name for r in RUNS if is_math(r))
+        for name in (r.name for r in RUNS if is_math(r) and not r.sinks)
     ]
 
 

@@ -16,7 +16,7 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
     """The sheet's calls take the math path with boolean masks and the 2017 layer's options: the
     rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
     of today's options (q/k norm, rotary embeddings, a sliding window's cache and its call longer
-    than max_len, a given scale, a soft-cap) and of a static cache,
+    than max_len, a given scale, a soft-cap, sinks) and of a static cache,
     which their own chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
@@ -45,10 +45,13 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "self.q_norm(q)",
         "self.rope.rotate(k, *turns)",
         "self.rope.rotate(q, *turns)",
+        "self.sink_logits.to(dtype).view(1, -1, 1, 1).expand(*qk.shape[:-1], 1)",  # gpt-oss's sinks
         "torch.arange(held, held + x.size(1), device=x.device)",
         "torch.cat([held_keys, k.to(v.dtype)], dim=2)",
         "torch.cat([held_values, v], dim=2)",
+        "torch.cat([qk, sink], dim=-1)",
         "torch.matmul(q.to(dtype), k.transpose(-2, -1)) * self.scale",
+        "torch.softmax(qk, dim=-1)[..., :-1].to(q.dtype)",
         "torch.tanh(qk / self.softcap) * self.softcap",  # Gemma 2's soft-cap
     ], left_out
     assert shown < commented

@@ -46,6 +46,7 @@ from transformers import (  # noqa: E402
     Glm4Config,
     GPT2Config,
     GPT2LMHeadModel,
+    GptOssConfig,
     GraniteConfig,
     LlamaConfig,
     MistralConfig,
@@ -127,8 +128,9 @@ FAMILIES = {
 # GLM-4's half-rotated heads in interleaved pairs, DeepSeek-V2's MLA; Gemma 2's soft-capped scores
 # (a cap of 1.0 that the scores here reach; the published one is 50.0) and Gemma 3's (1 + w) q/k
 # norms, each alternating a sliding and a full layer, each scaled by query_pre_attn_scalar, Gemma
-# 3's local layer rotating by its own base (10,000; its full layer's 1,000,000). The experts are
-# few.
+# 3's local layer rotating by its own base (10,000; its full layer's 1,000,000); gpt-oss's sinks,
+# biases, its sliding and full layers and its YaRN without truncation (a trained context of 8, so
+# the stretch changes the positions here). The experts are few.
 GEMMA = dict(SIZES, head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=12)
 GEMMA_LAYERS = dict(layer_types=["sliding_attention", "full_attention"])
 EXPERTS = dict(num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16)
@@ -151,6 +153,23 @@ SIBLINGS = {
     "glm4": lambda: Glm4Config(**SIZES, head_dim=8),  # partial_rotary_factor 0.5, its default
     "gemma2": lambda: Gemma2Config(**GEMMA, **GEMMA_LAYERS, attn_logit_softcapping=1.0),
     "gemma3": lambda: Gemma3TextConfig(**GEMMA, **GEMMA_LAYERS),
+    "gpt_oss": lambda: GptOssConfig(
+        **SIZES,
+        **GEMMA_LAYERS,
+        head_dim=8,
+        sliding_window=WINDOW,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 150000.0,
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 8,
+        },
+    ),
     "deepseek_v2": lambda: DeepseekV2Config(
         **LATENT,
         first_k_dense_replace=1,
@@ -174,6 +193,7 @@ WINDOWS = {
     "glm4": [None, None],
     "gemma2": [WINDOW, None],
     "gemma3": [WINDOW, None],
+    "gpt_oss": [WINDOW, None],
     "deepseek_v2": [None, None],
 }
 # DeepSeek-V2's code rotates the query's and key's rotary parts in float32 (apply_rotary_emb's
@@ -189,8 +209,8 @@ NEW = 6
 def build(family: str, dtype: torch.dtype = torch.float64, seed: int = 0):
     """The family's causal LM with every weight drawn, in ``dtype``, in evaluation mode."""
     config = {**FAMILIES, **SIBLINGS}[family]()
-    # transformers' sdpa path refuses a soft-cap: Gemma 2 runs its eager one
-    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"
+    # transformers' sdpa path refuses a soft-cap and has no sinks: Gemma 2 and gpt-oss run eager
+    config._attn_implementation = "eager" if family in ("gemma2", "gpt_oss") else "sdpa"
     config._experts_implementation = "eager"  # the mixtures of experts' experts, in float64
     model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     return randomised(model, seed).eval()
@@ -350,6 +370,20 @@ def test_gemmas_greedy_generation_past_the_window_equals_the_original_at_every_s
     assert bases == ([10000.0, 10000.0] if family == "gemma2" else [10000.0, 1000000.0])
     with float64_softmax(original.model.layers[0].self_attn, torch.float64):
         assert_same_generation(original, swapped)
+
+
+def test_gpt_oss_greedy_generation_past_the_window_equals_the_original_at_every_step():
+    """gpt-oss alternates a sliding and a full layer, each with its sinks and biases, its YaRN
+    unrounded: 6 new positions past the longer prompt's 7, the same tokens and logits."""
+    original = build("gpt_oss")
+    swapped = swap_attention(copy.deepcopy(original))
+    layers = [m.attention for m in ours_of(swapped)]
+    assert [(m.sinks, m.bias, m.rope.scaling["truncate"]) for m in layers] == [
+        (True, ("W_q", "W_k", "W_v", "W_o"), False)
+    ] * 2
+    sinks = [layer.self_attn.sinks for layer in original.model.layers]
+    assert all(torch.equal(m.sink_logits, s) for m, s in zip(layers, sinks, strict=True))
+    assert_same_generation(original, swapped)
 
 
 def test_a_family_of_another_layer_is_refused_and_nothing_is_swapped():
@@ -728,13 +762,15 @@ def test_something_else_than_a_module_is_refused(call):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "qwen3-yarn"])
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "qwen3-yarn", "gpt_oss"])
 def test_transformers_rotary_tables_are_the_modules_own_so_a_swapped_layer_reads_them(
     family, dtype
 ):
     """A swapped layer of the Llama family rotates by transformers' position_embeddings (computed
     once for all layers) instead of computing them again: the same tables, bit for bit, as its
-    own rope gives for the positions, in every dtype (transformers casts them to the model's)."""
+    own rope gives for the positions, in every dtype (transformers casts them to the model's).
+    gpt-oss's tables hold each frequency once, half a head (its YaRN unrounded): the module's
+    hold them twice, one copy per half."""
     if family == "qwen3-yarn":
         config = FAMILIES["qwen3"]()
         config.rope_parameters = {
@@ -752,8 +788,12 @@ def test_transformers_rotary_tables_are_the_modules_own_so_a_swapped_layer_reads
     cos, sin = model.model.rotary_emb(hidden, positions)
     for layer in ours_of(swapped):
         assert layer._rotates_as_transformers
-        mine = layer.attention.rope(positions)
-        assert torch.equal(cos, mine[0].to(dtype)) and torch.equal(sin, mine[1].to(dtype))
+        mine = [t.to(dtype) for t in layer.attention.rope(positions)]
+        if family == "gpt_oss":
+            half = cos.size(-1)
+            assert all(torch.equal(t[..., :half], t[..., half:]) for t in mine)
+            mine = [t[..., :half] for t in mine]
+        assert torch.equal(cos, mine[0]) and torch.equal(sin, mine[1])
 
 
 def test_mla_layers_rotate_by_their_own_tables():

@@ -444,3 +444,44 @@ def test_gemmas_norm_scales_by_one_plus_weight_in_float32_then_casts_back():
     m = MHA(20, 4, qk_norm="gemma")
     assert m.q_norm.plus_one and m.k_norm.plus_one
     assert "qk_norm='gemma'" in m.extra_repr()
+
+
+# ---- gpt-oss: a sink per head in the softmax's denominator -------------------------------------
+
+
+def test_sink_weights_are_the_softmax_with_one_more_logit_per_head_then_dropped():
+    torch.manual_seed(0)
+    m = MHA(20, 4, kv_heads=2, sinks=True, fast=False).double()
+    with torch.no_grad():
+        m.sink_logits.copy_(torch.tensor([-2.0, 0.0, 1.0, 3.0]))
+    x = torch.randn(2, 5, 20, dtype=torch.float64)
+    _, weights = m(x, is_causal=True, need_weights=True)
+    scores = gemma_scores(m, x).masked_fill(~causal_mask(5, 5), float("-inf"))
+    sink = m.sink_logits.view(1, 4, 1, 1).expand(2, 4, 5, 1)
+    assert_close(weights, torch.softmax(torch.cat([scores, sink], -1), -1)[..., :-1])
+    # What the sink takes is what the row's weights lack, no value receives it
+    taken = 1 - weights.sum(-1)  # [2, 4, 5]
+    assert 0 < taken.min().item() and taken.max().item() < 1
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_with_sinks_fast_runs_the_written_out_path_and_decoding_equals_one_forward(
+    window, monkeypatch
+):
+    import mha.full
+
+    calls = []
+    kernel = torch.nn.functional.scaled_dot_product_attention
+    counted = lambda *args, **kwargs: calls.append(1) or kernel(*args, **kwargs)  # noqa: E731
+    monkeypatch.setattr(mha.full.F, "scaled_dot_product_attention", counted)
+    torch.manual_seed(0)
+    m = MHA(20, 4, kv_heads=2, sinks=True, window=window, rope=RotaryEmbedding(4)).double()
+    torch.nn.init.normal_(m.sink_logits)
+    x = torch.randn(2, 7, 20, dtype=torch.float64)
+    whole, cache = m(x, is_causal=True), KVCache()
+    assert calls == [], "the fused kernel ran, and it has no sinks"
+    parts = [m(x[:, :4], is_causal=True, cache=cache)]
+    parts += [m(x[:, i : i + 1], is_causal=True, cache=cache) for i in range(4, 7)]
+    assert_close(torch.cat(parts, dim=1), whole)
+    m.fast = False
+    assert_close(m(x, is_causal=True), whole)

@@ -1,6 +1,6 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
 (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
-GLM-4), our MLA
+GLM-4, gpt-oss), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -17,7 +17,8 @@ out: a key ``j`` is visible to the query at ``i`` when ``j <= i`` and, with a wi
 ``i - j < w``), its ``sdpa`` path (its ``eager`` path computes the softmax in float32 even for
 float64 inputs; it is compared in float32). Gemma 2's soft-cap has no ``sdpa`` path in
 transformers: its layers run the ``eager`` one, in float64 with that one cast lifted
-(``float64_softmax``).
+(``float64_softmax``). gpt-oss's sinks have no ``sdpa`` path either: its ``eager`` one computes its
+softmax in the scores' dtype.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from transformers import (  # noqa: E402
     Gemma3TextConfig,
     GemmaConfig,
     Glm4Config,
+    GptOssConfig,
     GraniteConfig,
     LlamaConfig,
     MistralConfig,
@@ -61,6 +63,10 @@ from transformers.models.gemma3.modeling_gemma3 import (  # noqa: E402
     Gemma3RotaryEmbedding,
 )
 from transformers.models.glm4.modeling_glm4 import Glm4Attention, Glm4RotaryEmbedding  # noqa: E402
+from transformers.models.gpt_oss.modeling_gpt_oss import (  # noqa: E402
+    GptOssAttention,
+    GptOssRotaryEmbedding,
+)
 from transformers.models.granite.modeling_granite import GraniteAttention  # noqa: E402
 from transformers.models.llama.modeling_llama import (  # noqa: E402
     LlamaAttention,
@@ -118,15 +124,17 @@ FAMILIES = {
     "gemma3": (Gemma3TextConfig, Gemma3Attention, Gemma3Tables),
     "granite": (GraniteConfig, GraniteAttention, LlamaRotaryEmbedding),
     "glm4": (Glm4Config, Glm4Attention, Glm4RotaryEmbedding),
+    "gpt_oss": (GptOssConfig, GptOssAttention, GptOssRotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
 WINDOW_IN_CONFIG = ("mistral", "mixtral", "qwen3_moe")
 SLIDING_LAYERS = {"qwen2": dict(max_window_layers=0), "qwen3": dict(max_window_layers=0)}
 SLIDING_LAYERS["qwen2_moe"] = dict(max_window_layers=64)
-# Gemma 2 and 3 alternate sliding and full layers (their config's layer_types): layer 0 is built
-# sliding when the case has a window, full otherwise
-LAYER_TYPES = ("gemma2", "gemma3")
+# Gemma 2 and 3, and gpt-oss, alternate sliding and full layers (their config's layer_types):
+# layer 0 is built sliding when the case has a window, full otherwise
+GEMMAS = ("gemma2", "gemma3")
+LAYER_TYPES = (*GEMMAS, "gpt_oss")
 WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES)
 # Gemma's query_pre_attn_scalar (its scale is its inverse square root, not the head size's);
 # Gemma 2's soft-cap, small enough that the scores drawn reach it (the published one is 50.0);
@@ -215,8 +223,13 @@ def build(
         options["rope_parameters"]["partial_rotary_factor"] = GLM4_PARTIAL
     if family in LAYER_TYPES:
         kind = "full_attention" if window is None else "sliding_attention"
-        options.update(num_hidden_layers=1, layer_types=[kind], query_pre_attn_scalar=query_scalar)
-        options["sliding_window"] = window or 4096
+        options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
+    if family in GEMMAS:
+        options["query_pre_attn_scalar"] = query_scalar
+    if family == "gpt_oss":
+        implementation = "eager"  # transformers' sdpa path has no sinks
+        if rope == "yarn":  # gpt-oss's YaRN keeps its correction range unrounded
+            options["rope_parameters"]["truncate"] = False
     if family == "gemma2":
         options["attn_logit_softcapping"] = softcap
         implementation = "eager"  # transformers' sdpa path refuses a soft-cap
@@ -409,9 +422,11 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert m.qk_norm == ("gemma" if family == "gemma3" else m.q_norm is not None)  # (1 + w)
     assert m.window == (5 if family in WINDOWED else None)
     assert m.head_size == 8 and m.hidden_size == 24 and m.W_o.in_features == 32
-    scales = {"granite": GRANITE_MULTIPLIER} | dict.fromkeys(LAYER_TYPES, GEMMA_QUERY_SCALAR**-0.5)
+    scales = {"granite": GRANITE_MULTIPLIER} | dict.fromkeys(GEMMAS, GEMMA_QUERY_SCALAR**-0.5)
     assert m.scale == scales.get(family, 8**-0.5)
     assert m.softcap == (GEMMA2_SOFTCAP if family == "gemma2" else None)
+    assert m.sinks == (family == "gpt_oss")  # one learned logit per head, copied exactly
+    assert m.sink_logits is None or torch.equal(m.sink_logits, theirs["sinks"])
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
     else:
@@ -588,17 +603,13 @@ def gemmas_norm_on_q_only():
     return qwen3_with_norms(randomised(Gemma3RMSNorm(8), 1), module.k_norm)
 
 
-# Each: the layer, the error, what it says. The sinks are a parameter, Phi-3's projection fused;
+# Each: the layer, the error, what it says. Phi-3's projection is fused;
 # OLMo 2's q/k norm spans the whole projection (mha.full.MHA has no such option), a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
 # config; Qwen3-Next's query projection is twice as wide (a gate); Llama 4 and SmolLM3 carry
 # switches from_hf does not know (a temperature, layers without rotation); Cohere 2's full layers
 # do not rotate, which no attribute says: the run beside the module built shows it.
 REFUSED = {
-    "gpt-oss": (
-        lambda: layer("gpt_oss", "GptOss"),
-        r"^GptOssAttention has parameter sinks \[4\], which mha\.full\.MHA has no counterpart",
-    ),
     "phi3": (lambda: layer("phi3", "Phi3"), r"Phi3Attention's submodules are o_proj, qkv_proj$"),
     "olmo2": (
         lambda: layer("olmo2", "Olmo2"),

@@ -56,6 +56,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "rope": lambda: {"rope": RotaryEmbedding(4)},
     "window": lambda: {"window": 2},
     "softcap": lambda: {"softcap": 2.0},
+    "sinks": lambda: {"sinks": True},
 }
 REQUIRED = ("hidden_size", "heads_num")
 
