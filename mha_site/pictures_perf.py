@@ -25,6 +25,7 @@ import mha.bench
 from mha.bench import IMPLEMENTATIONS, evaluate
 from mha.bench.cases.forward import GEMM_SCALES
 from mha.bench.config import DECODE_REPEATS, GQA_REPEATS
+from mha_site import pictures_ring
 from mha_site.languages import ROOT, tr
 from mha_site.picture_style import FONT, SMALL, Svg
 
@@ -820,6 +821,7 @@ TABLES = {
     "tiled-memory": table_tiled_memory,
     "parallel-sequence": lambda r, lang: table_parallel("sequence", r, lang),
     "parallel-heads": lambda r, lang: table_parallel("heads", r, lang),
+    "sequence-split": lambda r, lang: pictures_ring.table_sequence_split(r, lang),
     "targets": table_targets,
     "rounding-cache": lambda r, lang: table_rounding(ROUNDING_CACHE, r, lang),
     "rounding-fast": lambda r, lang: table_rounding(ROUNDING_FAST, r, lang),

@@ -99,15 +99,69 @@ def ring_memory_picture(language: str) -> str:
     )
 
 
-# The series of ring-time: (method, world) of the results' sequence_split rows, its label, and
-# the benchmark plots' style it takes (colours whose contrast the picture tests check)
-TIMES = {
-    ("sdpa", 1): (("one process, SDPA", "单进程，SDPA"), "torch"),
-    ("ring", 2): (("zigzag ring, 2 ranks", "zigzag 环，2 个进程"), "full-fast"),
-    ("ring-contiguous", 2): (("contiguous ring, 2 ranks", "连续分段的环，2 个进程"), "full-math"),
-    ("ring-no-overlap", 2): (("ring, no overlap, 2 ranks", "环，不重叠，2 个进程"), "pure"),
-    ("ulysses", 2): (("Ulysses, 2 ranks", "Ulysses，2 个进程"), "annotated"),
+# The ways of the results' sequence_split rows, as the picture and the table name them
+METHODS = {
+    "sdpa": ("one process, SDPA", "单进程，SDPA"),
+    "ring": ("zigzag ring", "zigzag 环"),
+    "ring-contiguous": ("contiguous ring", "连续分段的环"),
+    "ring-no-overlap": ("ring, no overlap", "环，不重叠"),
+    "ulysses": ("Ulysses", "Ulysses"),
 }
+
+
+def method_label(method: str, world: int, language: str) -> str:
+    """``zigzag ring, 2 ranks``; one process's SDPA is named alone."""
+    name = tr(language, *METHODS[method])
+    if method == "sdpa":
+        return name
+    return name + tr(language, ", ", "，") + tr(language, *LABELS[world])
+
+
+# The series of ring-time: (method, world) of the results' sequence_split rows, and the benchmark
+# plots' style it takes (colours whose contrast the picture tests check)
+TIMES = {
+    ("sdpa", 1): "torch",
+    ("ring", 2): "full-fast",
+    ("ring-contiguous", 2): "full-math",
+    ("ring-no-overlap", 2): "pure",
+    ("ulysses", 2): "annotated",
+}
+
+
+def table_sequence_split(results: dict, language: str) -> str:
+    """Each way of splitting the sequence over 1, 2 and 4 ranks: one call's median time per
+    length, against one process's SDPA at the longest, and the bytes a rank sends there."""
+    from mha_site.pictures_perf import markdown_table, number
+
+    rows = results["sequence_split"]
+    lengths = sorted({r["seq_len"] for r in rows})
+    longest = lengths[-1]
+    at = {(r["method"], r["world"], r["seq_len"]): r for r in rows}
+    sdpa = at["sdpa", 1, longest]["median_ms"]
+    header = [
+        tr(language, "way", "做法"),
+        *(tr(language, f"L = {n} (ms)", f"L = {n}（毫秒）") for n in lengths),
+        tr(language, f"÷ SDPA's at {longest}", f"{longest} 时是 SDPA 的几倍"),
+        tr(language, f"sent a rank at {longest} (MB)", f"{longest} 时每个进程发出（MB）"),
+    ]
+    keys = [("sdpa", 1)] + [
+        (m, w)
+        for m in METHODS
+        if m != "sdpa"
+        for w in sorted(LABELS)
+        # one rank: the ring's own cost on one process (the other ways' is the same kernel)
+        if (m, w, longest) in at and (w > 1 or m == "ring")
+    ]
+    body = [
+        [
+            method_label(m, w, language),
+            *(number(at[m, w, n]["median_ms"]) for n in lengths),
+            number(at[m, w, longest]["median_ms"] / sdpa),
+            number(at[m, w, longest]["sent_mb"]),
+        ]
+        for m, w in keys
+    ]
+    return markdown_table(header, body)
 
 
 def ring_time_picture(language: str) -> str:
@@ -121,7 +175,10 @@ def ring_time_picture(language: str) -> str:
         for r in load()["sequence_split"]
         if (r["method"], r["world"]) in TIMES
     ]
-    lines = {key(*k): (label, STYLE[style]) for k, (label, style) in TIMES.items()}
+    lines = {
+        key(*k): ((method_label(*k, "en"), method_label(*k, "zh")), STYLE[style])
+        for k, style in TIMES.items()
+    }
     return line_plot(
         "ring-time",
         language,
