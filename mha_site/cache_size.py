@@ -43,6 +43,12 @@ class Model:
     window: int | None = None  # sliding_window: the cache keeps window - 1 positions
     kv_rank: int = 0  # kv_lora_rank (mla)
     rope_dims: int = 0  # qk_rope_head_dim (mla)
+    # The layers of those that slide, where the others attend over every position (Gemma's and
+    # gpt-oss's layer_types); None: every layer slides when there is a window
+    window_layers: int | None = None
+    # The layers that cache keys and values, where the others are linear attention, whose state
+    # does not grow with the positions (Qwen3-Next's layer_types); None: every layer
+    attention_layers: int | None = None
 
 
 MODELS = [
@@ -61,27 +67,104 @@ MODELS = [
         window=4096,
     ),
     Model("DeepSeek-V3", "deepseek-ai/DeepSeek-V3", 61, 128, "mla", kv_rank=512, rope_dims=64),
+    Model(
+        "Gemma 2 9B",
+        "google/gemma-2-9b",
+        42,
+        16,
+        "gqa",
+        kv_heads=8,
+        head_size=256,
+        window=4096,
+        window_layers=21,
+    ),
+    Model(
+        "Gemma 3 27B",
+        "google/gemma-3-27b-pt",
+        62,
+        32,
+        "gqa",
+        kv_heads=16,
+        head_size=128,
+        window=1024,
+        window_layers=52,
+    ),
+    Model(
+        "gpt-oss-20b",
+        "openai/gpt-oss-20b",
+        24,
+        64,
+        "gqa",
+        kv_heads=8,
+        head_size=64,
+        window=128,
+        window_layers=12,
+    ),
+    Model(
+        "Qwen3-Next 80B-A3B",
+        "Qwen/Qwen3-Next-80B-A3B-Instruct",
+        48,
+        16,
+        "gqa",
+        kv_heads=2,
+        head_size=256,
+        attention_layers=12,
+    ),
+    Model("SmolLM3 3B", "HuggingFaceTB/SmolLM3-3B", 36, 16, "gqa", kv_heads=4, head_size=128),
 ]
 
 
-def values_per_position(model: Model) -> int:
-    """The numbers one position adds to the cache, every layer together: a key and a value per
-    key/value head (grouped-query attention), or one latent and one rotary key part (MLA)."""
+def cached_layers(model: Model) -> int:
+    """The layers whose cache grows with the positions: every layer, or its attention layers."""
+    return model.layers if model.attention_layers is None else model.attention_layers
+
+
+def sliding_layers(model: Model) -> int:
+    """The cached layers under the sliding window: none, all, or those the config says."""
+    if model.window is None:
+        return 0
+    return cached_layers(model) if model.window_layers is None else model.window_layers
+
+
+def values_per_layer(model: Model) -> int:
+    """The numbers one position adds to one layer's cache: a key and a value per key/value head
+    (grouped-query attention), or one latent and one rotary key part (MLA)."""
     if model.kind == "mla":
-        return model.layers * (model.kv_rank + model.rope_dims)
-    return model.layers * 2 * model.kv_heads * model.head_size
+        return model.kv_rank + model.rope_dims
+    return 2 * model.kv_heads * model.head_size
 
 
-def held_positions(model: Model, context: int) -> int:
-    """The positions the cache holds after a step at ``context`` positions: all of them, or the
-    ``window - 1`` latest under a sliding window (one more during the step)."""
-    return context if model.window is None else min(context, model.window - 1)
+def values_per_position(model: Model) -> int:
+    """The numbers one position adds to the cache, every cached layer together (while it is
+    within every window)."""
+    return cached_layers(model) * values_per_layer(model)
+
+
+def held_positions(model: Model, context: int, sliding: bool = True) -> int:
+    """The positions a layer's cache holds after a step at ``context`` positions: all of them,
+    or, for a layer under the sliding window, the ``window - 1`` latest (one more during the
+    step)."""
+    if model.window is None or not sliding:
+        return context
+    return min(context, model.window - 1)
+
+
+def held_text(model: Model, context: int) -> str:
+    """The explorer's "held" cell: the positions each layer holds, ``sliding / full`` where some
+    layers slide and the others do not."""
+    held = str(held_positions(model, context))
+    if 0 < sliding_layers(model) < cached_layers(model):
+        return f"{held} / {context}"
+    return held
 
 
 def cache_bytes(model: Model, context: int, batch_size: int, dtype: str) -> int:
-    """The bytes the cache holds after a step: per position, times positions held, times batch."""
-    per_position = values_per_position(model) * DTYPES[dtype]
-    return per_position * held_positions(model, context) * batch_size
+    """The bytes the cache holds after a step: each cached layer's positions held, times the
+    bytes of a position in a layer, times the batch."""
+    slide = sliding_layers(model)
+    positions = slide * held_positions(model, context)
+    positions += (cached_layers(model) - slide) * context
+    return values_per_layer(model) * DTYPES[dtype] * positions * batch_size
 
 
 def _round(value: float, places: int) -> float:
@@ -101,7 +184,7 @@ def rows(context: int, batch_size: int, dtype: str) -> list[list[str]]:
             [
                 model.name,
                 f"{_round(per_position, 1):.1f}",
-                str(held_positions(model, context)),
+                held_text(model, context),
                 f"{_round(total, 2):.2f}",
             ]
         )

@@ -21,16 +21,35 @@ from support import LANGUAGES, ROOT, Tab, page_path, page_tabs, screenshot
 from mha.full import MHA, KVCache
 from mha.mla import MLA, LatentCache
 from mha_site import cache_size
-from mha_site.cache_size import DTYPES, MODELS, Model, cache_bytes, rows
+from mha_site.cache_size import (
+    DTYPES,
+    MODELS,
+    Model,
+    cache_bytes,
+    cached_layers,
+    rows,
+    sliding_layers,
+)
 
 
 def scaled(model: Model) -> Model:
-    """The model with its layers and widths divided down, its kind and window kept."""
+    """The model with its layers and widths divided down, its kind and window kept, and one of
+    its two layers sliding (or caching) where only some of them do."""
     if model.kind == "mla":
         return Model(model.name, "-", 2, 4, "mla", kv_rank=model.kv_rank // 64, rope_dims=2)
     heads, kv_heads = 4, 4 * model.kv_heads // model.heads or 1
+    some = 0 < sliding_layers(model) < cached_layers(model)
     return Model(
-        model.name, "-", 2, heads, "gqa", kv_heads=kv_heads, head_size=4, window=model.window and 5
+        model.name,
+        "-",
+        2,
+        heads,
+        "gqa",
+        kv_heads=kv_heads,
+        head_size=4,
+        window=model.window and 5,
+        window_layers=1 if some else None,
+        attention_layers=None if model.attention_layers is None else 1,
     )
 
 
@@ -42,7 +61,7 @@ def test_the_formula_counts_what_real_caches_hold(model, dtype):
     torch.manual_seed(0)
     x = torch.randn(3, 9, 16, dtype=dtype)
     held = 0
-    for _ in range(small.layers):
+    for i in range(cached_layers(small)):  # the layers of linear attention hold no positions
         if small.kind == "mla":
             layer, cache = (
                 MLA(
@@ -56,7 +75,8 @@ def test_the_formula_counts_what_real_caches_hold(model, dtype):
                 LatentCache(),
             )
         else:
-            layer = MHA(16, small.heads, kv_heads=small.kv_heads, window=small.window)
+            window = small.window if i < sliding_layers(small) else None
+            layer = MHA(16, small.heads, kv_heads=small.kv_heads, window=window)
             cache = KVCache()
         layer = layer.to(dtype)
         with torch.no_grad():
@@ -70,18 +90,25 @@ def test_the_formula_counts_what_real_caches_hold(model, dtype):
 def test_rows_round_half_up_and_name_every_model():
     shown = rows(32768, 1, "bfloat16")
     assert [r[0] for r in shown] == [m.name for m in MODELS]
-    llama, _, _, _, mistral, v3 = shown
-    assert llama == ["Llama 3 8B", "128.0", "32768", "4.00"]
-    assert mistral == ["Mistral 7B v0.1", "128.0", "4095", "0.50"]
-    assert v3 == ["DeepSeek-V3", "68.6", "32768", "2.14"]  # 68.625 KiB: not a tie at one place
+    by_name = {r[0]: r for r in shown}
+    assert by_name["Llama 3 8B"] == ["Llama 3 8B", "128.0", "32768", "4.00"]
+    assert by_name["Mistral 7B v0.1"] == ["Mistral 7B v0.1", "128.0", "4095", "0.50"]
+    # 68.625 KiB: not a tie at one place
+    assert by_name["DeepSeek-V3"] == ["DeepSeek-V3", "68.6", "32768", "2.14"]
+    # 21 of 42 layers slide: 21 * (4095 + 32768) positions of 8 KiB
+    assert by_name["Gemma 2 9B"] == ["Gemma 2 9B", "336.0", "4095 / 32768", "5.91"]
+    # 12 of 48 layers cache keys and values
+    assert by_name["Qwen3-Next 80B-A3B"][1:] == ["24.0", "32768", "0.75"]
 
 
 # --- In a browser --------------------------------------------------------------------------------
 
 
 def cases() -> list[tuple[int, int, str]]:
-    """(context, batch_size, dtype): Mistral's window edges, 1, then seeded random ones."""
+    """(context, batch_size, dtype): Mistral's and gpt-oss's window edges, 1, then seeded
+    random ones."""
     fixed = [(32768, 1, "bfloat16"), (4095, 2, "float16"), (4096, 3, "float32"), (1, 1, "float8")]
+    fixed += [(127, 1, "bfloat16"), (128, 2, "float32")]  # gpt-oss's window
     rng = random.Random(18)
     drawn = [
         (rng.randint(1, 200_000), rng.randint(1, 64), rng.choice(sorted(DTYPES))) for _ in range(6)

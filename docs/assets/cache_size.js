@@ -3,9 +3,10 @@
 // a context length, a batch size and a dtype; each published configuration's row shows the KiB one
 // position adds to its cache (every layer together), the positions the cache holds, and the GiB in
 // all. The configurations are not written here: the build puts mha_site/cache_size.py's MODELS in
-// the page as JSON, and this is its formula again (values_per_position, held_positions,
-// cache_bytes, rows), rounding half up as _round does. tests/test_cache_size.py sets values in a
-// real browser and compares every cell with rows() in Python.
+// the page as JSON, and this is its formula again (cached_layers, sliding_layers,
+// values_per_layer, held_positions, held_text, cache_bytes, rows), rounding half up as _round
+// does. tests/test_cache_size.py sets values in a real browser and compares every cell with
+// rows() in Python.
 // Mounted, and its sizes read, by window.mha (mha.js).
 (() => {
   const { readPositiveInt, widget } = window.mha;
@@ -14,10 +15,23 @@
     return Math.floor(value * scale + 0.5) / scale;
   };
 
-  const valuesPerPosition = (m) =>
-    m.kind === "mla" ? m.layers * (m.kv_rank + m.rope_dims) : m.layers * 2 * m.kv_heads * m.head_size;
+  const cachedLayers = (m) => (m.attention_layers === null ? m.layers : m.attention_layers);
+  const slidingLayers = (m) =>
+    m.window === null ? 0 : m.window_layers === null ? cachedLayers(m) : m.window_layers;
+  const valuesPerLayer = (m) =>
+    m.kind === "mla" ? m.kv_rank + m.rope_dims : 2 * m.kv_heads * m.head_size;
   const heldPositions = (m, context) =>
     m.window === null ? context : Math.min(context, m.window - 1);
+  const heldText = (m, context) => {
+    const held = String(heldPositions(m, context));
+    const slide = slidingLayers(m);
+    return slide > 0 && slide < cachedLayers(m) ? `${held} / ${context}` : held;
+  };
+  const cacheBytes = (m, context, batch, bytes) => {
+    const slide = slidingLayers(m);
+    const positions = slide * heldPositions(m, context) + (cachedLayers(m) - slide) * context;
+    return valuesPerLayer(m) * bytes * positions * batch;
+  };
 
   const mount = (box, data, text) => {
     const inputs = ["context", "batch_size"].map((name) => box.querySelector(`input[name="${name}"]`));
@@ -53,13 +67,12 @@
       const bytes = data.dtypes[dtype.value];
       body.replaceChildren(
         ...data.models.map((m) => {
-          const perPosition = valuesPerPosition(m) * bytes;
-          const held = heldPositions(m, context);
+          const perPosition = cachedLayers(m) * valuesPerLayer(m) * bytes;
           return row([
             m.name,
             round(perPosition / 1024, 1).toFixed(1),
-            String(held),
-            round((perPosition * held * batch) / 2 ** 30, 2).toFixed(2),
+            heldText(m, context),
+            round(cacheBytes(m, context, batch, bytes) / 2 ** 30, 2).toFixed(2),
           ]);
         }),
       );
