@@ -74,12 +74,16 @@ _BIAS_SAID = {(): False, PROJECTIONS: True}  # how print shows MHA.bias, a tuple
 
 
 def _check_qk_norm(qk_norm: object) -> None:
-    """``qk_norm`` is ``False``, ``True`` (Qwen3's RMSNorm) or ``"gemma"`` (Gemma 3's)."""
-    if isinstance(qk_norm, str) and qk_norm != "gemma":
-        raise ValueError(f"qk_norm must be False, True or 'gemma', got {qk_norm!r}")
+    """``qk_norm`` is ``False``, ``True`` (Qwen3's RMSNorm), ``"gemma"`` (Gemma 3's) or
+    ``"projection"`` (OLMo 2's)."""
+    if isinstance(qk_norm, str) and qk_norm not in ("gemma", "projection"):
+        raise ValueError(
+            f"qk_norm must be False, True, 'gemma' or 'projection', got {qk_norm!r}"
+        )
     if not isinstance(qk_norm, bool | str):
         raise TypeError(
-            f"qk_norm must be a bool or 'gemma', got {type(qk_norm).__name__} ({qk_norm!r})"
+            f"qk_norm must be a bool, 'gemma' or 'projection', got {type(qk_norm).__name__} "
+            f"({qk_norm!r})"
         )
 
 
@@ -266,7 +270,10 @@ class MHA(nn.Module):
         qk_norm: an RMSNorm over each head of the queries and of the keys, before the rotation
             (Qwen3): ``q_norm`` and ``k_norm``, each with ``head_size`` weights; ``"gemma"``
             for Gemma 3's flavour, which scales by ``1 + weight``
-            ([`RMSNorm`][mha.norm.RMSNorm]'s ``plus_one``).
+            ([`RMSNorm`][mha.norm.RMSNorm]'s ``plus_one``); ``"projection"`` for OLMo 2's, one
+            RMSNorm over the whole projection (all heads together, before the split into heads):
+            ``q_norm`` with ``heads_num * head_size`` weights, ``k_norm`` with
+            ``kv_heads * head_size``.
         norm_eps: the ``eps`` of those norms (``rms_norm_eps`` in the configs).
         rope: a [`RotaryEmbedding`][mha.rope.RotaryEmbedding]: the queries and the new keys are
             rotated by their positions before the keys enter the cache (self-attention only).
@@ -287,11 +294,11 @@ class MHA(nn.Module):
     Raises:
         TypeError: a size is not an ``int``, ``dropout`` or ``softcap`` not a number, ``bias``
             neither a ``bool`` nor a tuple of names, ``fast`` or ``sinks`` not a ``bool``,
-            ``qk_norm`` neither a ``bool`` nor ``"gemma"``, ``rope`` not a ``RotaryEmbedding``.
+            ``qk_norm`` neither a ``bool`` nor a string, ``rope`` not a ``RotaryEmbedding``.
         ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``
             (without ``head_size``), ``heads_num`` not by ``kv_heads``, ``dropout`` is outside
             ``[0, 1)``, ``bias`` names another projection, ``scale``, ``norm_eps`` or
-            ``softcap`` is not positive, ``qk_norm`` is a string other than ``"gemma"``, or
+            ``softcap`` is not positive, ``qk_norm`` is a string other than ``"gemma"`` and ``"projection"``, or
             ``rope`` rotates more dimensions than a head has.
 
     Examples:
@@ -329,7 +336,10 @@ class MHA(nn.Module):
             scale: 分数 ``q·k`` 要乘的系数；默认 ``None`` 表示 ``1 / sqrt(head_size)``。
             qk_norm: 在旋转之前，对查询和键的每个头各做一次 RMSNorm（Qwen3）：``q_norm`` 和
                 ``k_norm``，各有 ``head_size`` 个权重；取 ``"gemma"`` 时是 Gemma 3 的写法，乘的是
-                ``1 + weight``（[`RMSNorm`][mha.norm.RMSNorm] 的 ``plus_one``）。
+                ``1 + weight``（[`RMSNorm`][mha.norm.RMSNorm] 的 ``plus_one``）；取
+                ``"projection"`` 时是 OLMo 2 的写法：在拆分成头之前，对整个投影（所有头一起）做
+                一次 RMSNorm，``q_norm`` 有 ``heads_num * head_size`` 个权重，``k_norm`` 有
+                ``kv_heads * head_size`` 个。
             norm_eps: 这两个归一化的 ``eps``（配置里的 ``rms_norm_eps``）。
             rope: 一个 [`RotaryEmbedding`][mha.rope.RotaryEmbedding]：查询和新的键在键存进缓存
                 之前按位置旋转（只用于自注意力）。
@@ -348,11 +358,11 @@ class MHA(nn.Module):
         异常：
             TypeError: 尺寸不是 ``int``，``dropout`` 或 ``softcap`` 不是数，``bias`` 既不是
                 ``bool`` 也不是名字组成的元组，``fast`` 或 ``sinks`` 不是 ``bool``，``qk_norm`` 既不是
-                ``bool`` 也不是 ``"gemma"``，``rope`` 不是 ``RotaryEmbedding``。
+                ``bool`` 也不是字符串，``rope`` 不是 ``RotaryEmbedding``。
             ValueError: 尺寸不是正数，（没给 ``head_size`` 时）``hidden_size`` 不能被
                 ``heads_num`` 整除，``heads_num`` 不能被 ``kv_heads`` 整除，``dropout`` 不在
                 ``[0, 1)`` 之内，``bias`` 里有别的投影名，``scale``、``norm_eps`` 或 ``softcap``
-                不是正数，``qk_norm`` 是 ``"gemma"`` 以外的字符串，或者 ``rope`` 要旋转的维度比
+                不是正数，``qk_norm`` 是 ``"gemma"`` 和 ``"projection"`` 以外的字符串，或者 ``rope`` 要旋转的维度比
                 一个头的还多。
     """
 
@@ -439,9 +449,14 @@ class MHA(nn.Module):
         # Qwen3：查询和键的每个头各有一个 RMSNorm（不用时为 None）；Gemma 3 的乘 1 + weight
         # Qwen3: an RMSNorm for each head of the queries and of the keys (None when off); Gemma
         # 3's scales by 1 + weight
-        gemma = qk_norm == "gemma"
-        self.q_norm = RMSNorm(head_size, eps=norm_eps, plus_one=gemma) if qk_norm else None
-        self.k_norm = RMSNorm(head_size, eps=norm_eps, plus_one=gemma) if qk_norm else None
+        # OLMo 2 的跨越整个投影（所有头一起），权重在 float32（或更宽）里相乘
+        # OLMo 2's spans the whole projection (all heads together), times the weight in float32
+        gemma, whole = qk_norm == "gemma", qk_norm == "projection"
+        sizes = (heads_num * head_size, kv_heads * head_size) if whole else (head_size, head_size)
+        self.q_norm, self.k_norm = (
+            RMSNorm(size, eps=norm_eps, plus_one=gemma, weight_in_float32=whole) if qk_norm else None
+            for size in sizes
+        )
         # gpt-oss：每个查询头一个汇聚 logit，初始为 0（不用时为 None）
         # gpt-oss: one sink logit per query head, starting at 0 (None when off)
         self.sink_logits = nn.Parameter(torch.zeros(heads_num)) if sinks else None
@@ -660,8 +675,13 @@ class MHA(nn.Module):
         # Project the queries, split them into heads and move the heads to dim 1: kept 4-D, the
         # layout the fused kernels take
         q = self.W_q(x)  # [batch_size, q_len, heads_num * head_size]
+        whole = self.qk_norm == "projection"
+        if whole:
+            # OLMo 2：归一化跨越整个投影，在拆分成头之前
+            # OLMo 2: the norm spans the whole projection, before the split into heads
+            q = self.q_norm(q)  # [batch_size, q_len, heads_num * head_size]
         q = q.view(q.size(0), q.size(1), self.heads_num, self.head_size).transpose(1, 2)  # [batch_size, heads_num, q_len, head_size]
-        if self.q_norm is not None:
+        if self.q_norm is not None and not whole:
             q = self.q_norm(q)  # [batch_size, heads_num, q_len, head_size]
 
         if not reuse:
@@ -670,9 +690,11 @@ class MHA(nn.Module):
             # cache holds the context's keys and values already)
             k = self.W_k(source)  # [batch_size, src_len, kv_heads * head_size]
             v = self.W_v(source)  # [batch_size, src_len, kv_heads * head_size]
+            if whole:
+                k = self.k_norm(k)  # [batch_size, src_len, kv_heads * head_size]
             k = k.view(k.size(0), k.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
             v = v.view(v.size(0), v.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
-            if self.k_norm is not None:
+            if self.k_norm is not None and not whole:
                 k = self.k_norm(k)  # [batch_size, kv_heads, src_len, head_size]
 
         if self.rope is not None:

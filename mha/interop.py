@@ -117,7 +117,7 @@ TO_TORCH_REFUSES = {
         f"= {o.hidden_size / o.heads_num:g} wide)"
     ),
     "scale": lambda o: f"scale={o.scale} (nn.MultiheadAttention scales by 1/sqrt(head_size))",
-    "qk_norm": lambda o: f"qk_norm={o.qk_norm!r} (a norm of each head of q and k)",
+    "qk_norm": lambda o: f"qk_norm={o.qk_norm!r} (a norm of q and k)",
     "norm_eps": lambda o: f"norm_eps={o.norm_eps} (the eps of qk_norm's norms)",
     "rope": lambda o: "rope (rotary embeddings)",
     "window": lambda o: "window (a sliding window)",
@@ -597,13 +597,20 @@ def _norm_eps(norm: nn.Module) -> float:
 def _check_qk_norm(module: nn.Module) -> bool | str:
     """``q_norm`` and ``k_norm``, if any, are each an RMSNorm of one head (``[head_dim]``
     weights), computing ``weight * x / sqrt(mean(x²) + eps)`` as ``mha.norm.RMSNorm`` does, or
-    Gemma's ``(1 + weight) * ...`` (its ``plus_one``); the value of ``MHA``'s ``qk_norm`` that
-    computes it: ``False`` (none), ``True`` or ``"gemma"``."""
+    Gemma's ``(1 + weight) * ...`` (its ``plus_one``), or an RMSNorm of the whole projection
+    (``[heads * head_dim]`` weights, OLMo 2's, multiplying by the weight before the cast back);
+    the value of ``MHA``'s ``qk_norm`` that computes it: ``False`` (none), ``True``, ``"gemma"``
+    or ``"projection"``."""
     name, d = type(module).__name__, module.head_dim
+    config = module.config
     norms = {n: getattr(module, n, None) for n in ("q_norm", "k_norm")}
     present = [n for n, norm in norms.items() if norm is not None]
     if len(present) == 1:
         raise ValueError(f"{name} has {present[0]} but not the other of q_norm and k_norm")
+    whole = {
+        "q_norm": config.num_attention_heads * d,
+        "k_norm": config.num_key_value_heads * d,
+    }
     flavours = set()
     for n in present:
         norm = norms[n]
@@ -614,25 +621,32 @@ def _check_qk_norm(module: nn.Module) -> bool | str:
                 f"expected one weight [head_dim] = [{d}] (mha.norm.RMSNorm)"
             )
         weight = weights["weight"]
-        if weight.numel() != d:
+        if weight.numel() not in (d, whole[n]):
             raise ValueError(
-                f"{name}.{n}.weight is {list(weight.shape)}, expected [head_dim] = [{d}]: "
-                "mha's qk_norm normalises each head of q and k, this norm the whole projection "
-                "(all heads at once), which mha.full.MHA has no option for"
+                f"{name}.{n}.weight is {list(weight.shape)}, expected [head_dim] = [{d}] (a norm "
+                f"of each head) or [{whole[n]}] (of the whole projection, all heads at once)"
             )
-        x, offs = _probe_tensor((3, d), weight), {}
-        for flavour in (True, "gemma"):
-            ours = mha.norm.RMSNorm(d, eps=_norm_eps(norm), plus_one=flavour == "gemma")
+        size = weight.numel()
+        x, offs = _probe_tensor((3, size), weight), {}
+        candidates = (True, "gemma") if size == d else ("projection",)
+        for flavour in candidates:
+            ours = mha.norm.RMSNorm(
+                size,
+                eps=_norm_eps(norm),
+                plus_one=flavour == "gemma",
+                weight_in_float32=flavour == "projection",
+            )
             ours = ours.to(device=weight.device, dtype=weight.dtype)
             with torch.no_grad():
                 ours.weight.copy_(weight)
                 offs[flavour] = _relative(ours(x), norm(x))
         flavour = min(offs, key=offs.get)
         if offs[flavour] > _PROBE_TOLERANCE.get(weight.dtype, 5e-2):
+            said = ", ".join(f"{k!r}: {v:.2g}" for k, v in offs.items())
             raise ValueError(
                 f"{name}.{n} ({type(norm).__name__}) computes otherwise than "
-                f"weight * x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm): {offs[True]:.2g} off, "
-                f"relative, and than Gemma's (1 + weight) * ...: {offs['gemma']:.2g}"
+                f"weight * x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm) and its flavours: "
+                f"relative differences {{{said}}}"
             )
         flavours.add(flavour)
     if len(flavours) > 1:
@@ -656,7 +670,8 @@ FROM_HF_FILLS = {
     ),
     "head_size": lambda module: module.head_dim,
     "scale": lambda module: float(module.scaling),  # Granite's: its attention_multiplier
-    "qk_norm": _check_qk_norm,  # False, True or Gemma's (1 + weight): "gemma"
+    # False, True, Gemma's (1 + weight): "gemma", or OLMo 2's whole projection: "projection"
+    "qk_norm": _check_qk_norm,
     "norm_eps": lambda module: (
         _norm_eps(module.q_norm) if getattr(module, "q_norm", None) is not None else 1e-6
     ),
@@ -699,7 +714,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     and GLM-4's q, k and v; the others' per the config's ``attention_bias``), ``scale`` (the
     layer's ``scaling``: Granite's is its ``attention_multiplier``, Gemma's
     ``query_pre_attn_scalar ** -0.5``), ``qk_norm`` (Qwen3, Qwen3-MoE: an RMSNorm of each head;
-    Gemma 3's ``(1 + weight)`` one, ``"gemma"``), ``rope`` (the config's ``rope_parameters``, of
+    Gemma 3's ``(1 + weight)`` one, ``"gemma"``; OLMo 2's of the whole projection,
+    ``"projection"``), ``rope`` (the config's ``rope_parameters``, of
     the layer's type where they differ by type, as Gemma 3's local and global bases: default,
     ``llama3`` or ``yarn``, with its ``partial_rotary_factor``; pairs of halves, or interleaved
     pairs as GLM-4's code rotates them), ``window`` (Mistral's and Mixtral's
@@ -735,8 +751,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         ValueError: the layer does what ``mha`` does not, and the message names it: a
             parameter, submodule or attribute ``from_hf`` does not map,
             ``is_causal=False``, a layer type other than full and sliding attention,
-            a projection of another shape (a gated query), a q/k norm over the whole projection
-            or of another formula, a rope type other than default, ``llama3`` and ``yarn``; or
+            a projection of another shape (a gated query), a q/k norm of another formula,
+            a rope type other than default, ``llama3`` and ``yarn``; or
             the layer, run, computes otherwise than the module built from it.
 
     中文:
@@ -749,7 +765,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         ``head_dim``）、``bias``（哪些投影带偏置：Qwen2、Qwen2-MoE 和 GLM-4 只有 q、k、v 有；
         其余的看配置的 ``attention_bias``）、``scale``（层的 ``scaling``：Granite 的就是它的
         ``attention_multiplier``，Gemma 的是 ``query_pre_attn_scalar ** -0.5``）、``qk_norm``
-        （Qwen3、Qwen3-MoE：对每个头做 RMSNorm；Gemma 3 的乘 ``(1 + weight)``，即 ``"gemma"``）、
+        （Qwen3、Qwen3-MoE：对每个头做 RMSNorm；Gemma 3 的乘 ``(1 + weight)``，即 ``"gemma"``；
+        OLMo 2 的对整个投影做，即 ``"projection"``）、
         ``rope``（配置里的 ``rope_parameters``，按层的类型各取一份时取这一层的，比如 Gemma 3 的局部
         和全局基数：默认、``llama3`` 或 ``yarn``，连同它的 ``partial_rotary_factor``；前后两半配对，
         或者像 GLM-4 的代码那样相邻两维配对）、``window``（Mistral 和 Mixtral 的
@@ -782,9 +799,9 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
                 （比如合并成一个的 ``qkv_proj``）；错误信息会列出它的子模块。
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
                 参数、子模块或属性，``is_causal=False``，完整注意力和滑动
-                窗口注意力以外的层类型，形状不同的投影（带门控的查询），对整个投影做的或者公式
-                不同的 q/k 归一化，默认、``llama3``、``yarn`` 之外的 rope 类型；或者运行起来，
-                这个层算出的与由它构建的模块不同。
+                窗口注意力以外的层类型，形状不同的投影（带门控的查询），公式不同的 q/k 归一化，
+                默认、``llama3``、``yarn`` 之外的 rope 类型；或者运行起来，这个层算出的与由它
+                构建的模块不同。
     """
     kind = _layout(module)
     if kind == "mla":

@@ -31,12 +31,16 @@ class RMSNorm(nn.Module):
 
     Gemma's flavour (``plus_one=True``; Gemma 3's q/k norms, ``MHA(qk_norm="gemma")``) scales by
     ``1 + weight``, its weights starting at 0, and multiplies in float32 before the cast back, as
-    Gemma's reference code does.
+    Gemma's reference code does. OLMo 2's (``weight_in_float32=True``; its norms over the whole
+    projection, ``MHA(qk_norm="projection")``) scales by ``weight``, multiplied in float32 before
+    the cast back, as OLMo 2's reference code does.
 
     Args:
         size: the last dimension's size (``head_size`` in ``MHA``).
         eps: added to the mean square, so that a zero vector stays finite.
         plus_one: scale by ``1 + weight`` (Gemma's), not by ``weight``.
+        weight_in_float32: multiply by the weight in float32, then cast back (OLMo 2's; Gemma's
+            always does), not after the cast.
 
     Examples:
         >>> norm = RMSNorm(2)
@@ -57,39 +61,54 @@ class RMSNorm(nn.Module):
 
         Gemma 的写法（``plus_one=True``；Gemma 3 的 q/k 归一化，``MHA(qk_norm="gemma")``）乘的是
         ``1 + weight``，权重从 0 开始，并且先在 float32 里相乘再转回，与 Gemma 的参考实现相同。
+        OLMo 2 的写法（``weight_in_float32=True``；它跨越整个投影的归一化，
+        ``MHA(qk_norm="projection")``）乘 ``weight``，也是先在 float32 里相乘再转回，与 OLMo 2 的
+        参考实现相同。
 
         参数：
             size: 最后一维的大小（在 ``MHA`` 里是 ``head_size``）。
             eps: 加到均方上的小数，让全零向量也不会除以零。
             plus_one: 乘 ``1 + weight``（Gemma 的写法），而不是乘 ``weight``。
+            weight_in_float32: 在 float32 里乘权重再转回（OLMo 2 的写法；Gemma 的总是这样），
+                而不是转回之后再乘。
     """
 
-    def __init__(self, size: int, eps: float = 1e-6, *, plus_one: bool = False) -> None:
+    def __init__(
+        self,
+        size: int,
+        eps: float = 1e-6,
+        *,
+        plus_one: bool = False,
+        weight_in_float32: bool = False,
+    ) -> None:
         super().__init__()
         _check_length("size", size, positive=True)
         _check_number("eps", eps, positive=True)
         _check_flag("plus_one", plus_one)
+        _check_flag("weight_in_float32", weight_in_float32)
         # Gemma 的权重从 0 开始（乘的是 1 + weight），其余的从 1 开始
         # Gemma's weights start at 0 (it scales by 1 + weight), the others' at 1
         self.weight = nn.Parameter(torch.zeros(size) if plus_one else torch.ones(size))
         self.eps = float(eps)
         self.plus_one = plus_one
+        self.weight_in_float32 = weight_in_float32
 
     def extra_repr(self) -> str:
         """What ``print`` shows between the parentheses.
 
         Returns:
             The size and ``eps``, as ``RMSNorm(5, eps=1e-06)`` prints them, and
-                ``plus_one=True`` for Gemma's flavour.
+                ``plus_one=True`` for Gemma's flavour, ``weight_in_float32=True`` for OLMo 2's.
 
         中文:
             ``print`` 在括号里显示的内容。
 
             返回：
                 尺寸和 ``eps``，打印出来就是 ``RMSNorm(5, eps=1e-06)``；Gemma 的写法再加上
-                    ``plus_one=True``。
+                    ``plus_one=True``，OLMo 2 的加上 ``weight_in_float32=True``。
         """
         flavour = ", plus_one=True" if self.plus_one else ""
+        flavour += ", weight_in_float32=True" if self.weight_in_float32 else ""
         return f"{self.weight.size(0)}, eps={self.eps}{flavour}"
 
     def forward(self, x: Tensor) -> Tensor:
@@ -114,4 +133,6 @@ class RMSNorm(nn.Module):
         wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)
         if self.plus_one:  # Gemma's: (1 + weight), multiplied in float32, then cast back
             return (wide * (1.0 + self.weight.float())).to(x.dtype)
+        if self.weight_in_float32:  # OLMo 2's: times the weight (float32 or wider), then cast
+            return (self.weight * wide).to(x.dtype)
         return self.weight * wide.to(x.dtype)

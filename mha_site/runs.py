@@ -272,6 +272,22 @@ RUNS = [
     ),
     Run("cross/fast/sinks/bool-2d", **SITE, src_len=7, sinks=True, mask="bool-2d"),
     Run(
+        "today/fast/projection-norm/rope/cache/causal",
+        **TODAY,
+        rotary_dims=6,
+        qk_norm="projection",  # OLMo 2's: over the whole projection, before the split
+        cached=7,
+        is_causal=True,
+    ),
+    Run(
+        "cross/gqa/math/projection-norm/float-2d",
+        **GQA,
+        src_len=7,
+        qk_norm="projection",
+        fast=False,
+        mask="float-2d",
+    ),
+    Run(
         "cross/today/math/qk_norm/scale/float-2d",
         **TODAY,
         src_len=7,

@@ -145,15 +145,19 @@ def test_a_flag_not_a_bool_raises_type_error(name, value, actual):
     assert raised_in_mha(e)
 
 
+NAMED = "a bool, 'gemma' or 'projection'"  # qk_norm's flavours: Gemma 3's and OLMo 2's
+VALUES = "False, True, 'gemma' or 'projection'"
+
+
 @pytest.mark.parametrize(
     ("value", "error", "actual"),
     [
-        pytest.param(1, TypeError, "must be a bool or 'gemma', got int (1)", id="int"),
-        pytest.param(None, TypeError, "must be a bool or 'gemma', got NoneType (None)", id="None"),
-        pytest.param("rms", ValueError, "must be False, True or 'gemma', got 'rms'", id="str"),
+        pytest.param(1, TypeError, f"must be {NAMED}, got int (1)", id="int"),
+        pytest.param(None, TypeError, f"must be {NAMED}, got NoneType (None)", id="None"),
+        pytest.param("rms", ValueError, f"must be {VALUES}, got 'rms'", id="str"),
     ],
 )
-def test_qk_norm_neither_a_bool_nor_gemma_raises_by_name(value, error, actual):
+def test_qk_norm_neither_a_bool_nor_a_flavour_raises_by_name(value, error, actual):
     with raises(error, f"qk_norm {actual}") as e:
         MHA(20, 4, qk_norm=value)
     assert raised_in_mha(e)

@@ -127,6 +127,13 @@ def test_ring_schedule_skips_the_later_ranks_under_the_causal_mask():
         ring_schedule(2, 2)
 
 
+def test_heads_on_rank_refuses_a_norm_of_the_whole_projection_by_name():
+    # OLMo 2's statistics span every head: a rank's part alone would normalise otherwise
+    with pytest.raises(ValueError, match=r"^qk_norm='projection' normalises q and k over all"):
+        heads_on_rank(MHA(16, 4, qk_norm="projection"), 0, 2)
+    assert heads_on_rank(MHA(16, 4, qk_norm=True), 0, 2).q_norm.weight.shape == (4,)
+
+
 def test_without_a_process_group_it_is_one_rank():
     q, k, v = whole(1, torch.float32)
     assert_close(

@@ -16,7 +16,7 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
     """The sheet's calls take the math path with boolean masks and the 2017 layer's options: the
     rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
     of today's options (q/k norm, rotary embeddings, a sliding window's cache and its call longer
-    than max_len, a given scale, a soft-cap, sinks) and of a static cache,
+    than max_len, a given scale, a soft-cap, sinks, norms of the projections) and of a static cache,
     which their own chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
@@ -42,7 +42,9 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "self._attend_fast(q, k, v, attn_mask, is_causal)",
         "self._mask(attn_mask, is_causal, q, k)",
         "self.k_norm(k)",
+        "self.k_norm(k)",  # OLMo 2's norm of the whole projection
         "self.q_norm(q)",
+        "self.q_norm(q)",  # OLMo 2's
         "self.rope.rotate(k, *turns)",
         "self.rope.rotate(q, *turns)",
         "self.sink_logits.to(dtype).view(1, -1, 1, 1).expand(*qk.shape[:-1], 1)",  # gpt-oss's sinks

@@ -52,6 +52,7 @@ from transformers import (  # noqa: E402
     MistralConfig,
     MixtralConfig,
     Olmo2Config,
+    OlmoConfig,
     Qwen2Config,
     Qwen2MoeConfig,
     Qwen3Config,
@@ -151,6 +152,7 @@ SIBLINGS = {
         logits_scaling=2.0,
     ),
     "glm4": lambda: Glm4Config(**SIZES, head_dim=8),  # partial_rotary_factor 0.5, its default
+    "olmo2": lambda: Olmo2Config(**SIZES),  # q and k normalised over their whole projection
     "gemma2": lambda: Gemma2Config(**GEMMA, **GEMMA_LAYERS, attn_logit_softcapping=1.0),
     "gemma3": lambda: Gemma3TextConfig(**GEMMA, **GEMMA_LAYERS),
     "gpt_oss": lambda: GptOssConfig(
@@ -191,6 +193,7 @@ WINDOWS = {
     "gemma": [None, None],
     "granite": [None, None],
     "glm4": [None, None],
+    "olmo2": [None, None],
     "gemma2": [WINDOW, None],
     "gemma3": [WINDOW, None],
     "gpt_oss": [WINDOW, None],
@@ -387,15 +390,15 @@ def test_gpt_oss_greedy_generation_past_the_window_equals_the_original_at_every_
 
 
 def test_a_family_of_another_layer_is_refused_and_nothing_is_swapped():
-    """OLMo 2 normalises q and k over the whole projection, not per head: swap_attention names
-    the first layer and why, and leaves the model as it was."""
-    model = AutoModelForCausalLM.from_config(Olmo2Config(**SIZES))
+    """OLMo clamps q, k and v (its config's clip_qkv): swap_attention names the first layer and
+    why, and leaves the model as it was."""
+    model = AutoModelForCausalLM.from_config(OlmoConfig(**SIZES, clip_qkv=8.0))
     with pytest.raises(ValueError) as error:
         swap_attention(model)
     said = str(error.value)
     assert said.startswith(
-        "Olmo2ForCausalLM has attention layers swap_attention cannot convert, so none is swapped: "
-        "model.layers.0.self_attn (Olmo2Attention): Olmo2Attention.q_norm.weight is [32]"
+        "OlmoForCausalLM has attention layers swap_attention cannot convert, so none is swapped: "
+        "model.layers.0.self_attn (OlmoAttention): OlmoAttention's config sets clip_qkv=8.0"
     ), said
     assert said.endswith("(and 1 more)"), said
     assert not ours_of(model)

@@ -260,6 +260,10 @@ def test_parallelize_refuses_what_it_cannot_split_by_name():
     assert refused(lambda: parallelize(MHA(16, 4))).startswith(
         "ValueError: mesh: parallelize needs a process group"
     )
+    # OLMo 2's norm spans every head: no rank could compute its statistics alone
+    assert refused(lambda: parallelize(MHA(16, 4, qk_norm="projection"))).startswith(
+        "ValueError: qk_norm='projection' normalises q and k over all heads at once"
+    )
     assert refused(lambda: block_plan(MHA(16, 4))) == (
         "TypeError: block must be a mha.decoder.Block or LlamaBlock, got MHA"
     )

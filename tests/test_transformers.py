@@ -48,6 +48,7 @@ from transformers import (  # noqa: E402
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
+    Olmo2Config,
     Qwen2Config,
     Qwen2MoeConfig,
     Qwen3Config,
@@ -74,6 +75,7 @@ from transformers.models.llama.modeling_llama import (  # noqa: E402
 )
 from transformers.models.mistral.modeling_mistral import MistralAttention  # noqa: E402
 from transformers.models.mixtral.modeling_mixtral import MixtralAttention  # noqa: E402
+from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention  # noqa: E402
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention  # noqa: E402
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeAttention  # noqa: E402
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention  # noqa: E402
@@ -125,6 +127,7 @@ FAMILIES = {
     "granite": (GraniteConfig, GraniteAttention, LlamaRotaryEmbedding),
     "glm4": (Glm4Config, Glm4Attention, Glm4RotaryEmbedding),
     "gpt_oss": (GptOssConfig, GptOssAttention, GptOssRotaryEmbedding),
+    "olmo2": (Olmo2Config, Olmo2Attention, LlamaRotaryEmbedding),  # q/k norms of the projections
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
@@ -207,7 +210,7 @@ def build(
     )
     if head_dim is not None:
         options["head_dim"] = head_dim
-    if family in ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "glm4", *LAYER_TYPES):
+    if family in ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "glm4", "olmo2", *LAYER_TYPES):
         options["attention_bias"] = bias
     if family == "qwen2_moe":
         options["qkv_bias"] = bias
@@ -418,8 +421,10 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert biased == {"mistral": set(), "mixtral": set()}.get(
         family, qkv if family in ("qwen2", "qwen2_moe", "glm4") else set(names)
     )
-    assert (m.q_norm is not None) == (family in ("qwen3", "qwen3_moe", "gemma3"))
-    assert m.qk_norm == ("gemma" if family == "gemma3" else m.q_norm is not None)  # (1 + w)
+    assert (m.q_norm is not None) == (family in ("qwen3", "qwen3_moe", "gemma3", "olmo2"))
+    # Gemma 3's (1 + w), OLMo 2's of the whole projection
+    flavours = {"gemma3": "gemma", "olmo2": "projection"}
+    assert m.qk_norm == flavours.get(family, m.q_norm is not None)
     assert m.window == (5 if family in WINDOWED else None)
     assert m.head_size == 8 and m.hidden_size == 24 and m.W_o.in_features == 32
     scales = {"granite": GRANITE_MULTIPLIER} | dict.fromkeys(GEMMAS, GEMMA_QUERY_SCALAR**-0.5)
@@ -603,19 +608,13 @@ def gemmas_norm_on_q_only():
     return qwen3_with_norms(randomised(Gemma3RMSNorm(8), 1), module.k_norm)
 
 
-# Each: the layer, the error, what it says. Phi-3's projection is fused;
-# OLMo 2's q/k norm spans the whole projection (mha.full.MHA has no such option), a norm of neither
+# Each: the layer, the error, what it says. Phi-3's projection is fused; a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
 # config; Qwen3-Next's query projection is twice as wide (a gate); Llama 4 and SmolLM3 carry
 # switches from_hf does not know (a temperature, layers without rotation); Cohere 2's full layers
 # do not rotate, which no attribute says: the run beside the module built shows it.
 REFUSED = {
     "phi3": (lambda: layer("phi3", "Phi3"), r"Phi3Attention's submodules are o_proj, qkv_proj$"),
-    "olmo2": (
-        lambda: layer("olmo2", "Olmo2"),
-        r"^Olmo2Attention\.q_norm\.weight is \[32\], expected \[head_dim\] = \[8\]: .* the "
-        r"whole projection",
-    ),
     "olmo-clip": (
         lambda: layer("olmo", "Olmo", clip_qkv=8.0),
         r"^OlmoAttention's config sets clip_qkv=8\.0 \(it clamps q, k and v",
@@ -644,7 +643,7 @@ REFUSED = {
             *(randomised(torch.nn.LayerNorm(8, bias=False), s) for s in (1, 2))
         ),
         r"q_norm \(LayerNorm\) computes otherwise than weight \* x / sqrt\(mean\(x²\) \+ eps\) "
-        r"\(mha\.norm\.RMSNorm\): \S+ off, relative, and than Gemma's \(1 \+ weight\)",
+        r"\(mha\.norm\.RMSNorm\) and its flavours: relative differences \{True: \S+, 'gemma': ",
     ),
     "mixed-norms": (
         gemmas_norm_on_q_only,

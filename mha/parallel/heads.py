@@ -251,6 +251,17 @@ def head_ranges(heads_num: int, kv_heads: int, world: int, rank: int) -> tuple[r
     return range(first_q, first_q + local), range(first_kv, first_kv + local_kv)
 
 
+def _check_norm_per_head(model: MHA) -> None:
+    """A norm of q and k over the whole projection (OLMo 2's) cannot be split by heads: each
+    rank would normalise its own heads by their own statistics, not by all heads'."""
+    if model.qk_norm == "projection":
+        raise ValueError(
+            "qk_norm='projection' normalises q and k over all heads at once (OLMo 2's): split "
+            "by heads, each rank would compute its statistics over its own heads only. Split "
+            "the heads of a model with a per-head norm (qk_norm True or 'gemma') or none"
+        )
+
+
 def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
     """The part of ``model`` that rank ``rank`` of ``world`` keeps, as an ordinary ``MHA``.
 
@@ -274,8 +285,9 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
 
     Raises:
         TypeError: ``model`` is not a ``mha.full.MHA``, or ``rank`` or ``world`` not an ``int``.
-        ValueError: as [`head_ranges`][mha.parallel.head_ranges], or ``rank`` is not in ``0`` to
-            ``world - 1``.
+        ValueError: as [`head_ranges`][mha.parallel.head_ranges], ``rank`` is not in ``0`` to
+            ``world - 1``, or ``model`` normalises q and k over the whole projection
+            (``qk_norm="projection"``, whose statistics span every head).
 
     中文:
         ``world`` 个进程中，进程 ``rank`` 留下的那部分 ``model``，是一个普通的 ``MHA``。
@@ -299,8 +311,9 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
 
         异常：
             TypeError: ``model`` 不是 ``mha.full.MHA``，或者 ``rank``、``world`` 不是 ``int``。
-            ValueError: 与 [`head_ranges`][mha.parallel.head_ranges] 相同，或者 ``rank`` 不在
-                0–``world - 1`` 之间。
+            ValueError: 与 [`head_ranges`][mha.parallel.head_ranges] 相同，``rank`` 不在
+                0–``world - 1`` 之间，或者 ``model`` 对整个投影做 q/k 归一化
+                （``qk_norm="projection"``，统计量跨越所有头）。
     """
     if not isinstance(model, MHA):
         raise TypeError(f"model must be a mha.full.MHA, got {type(model).__name__}")
@@ -308,6 +321,7 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
     _check_length("rank", rank)
     if rank >= world:
         raise ValueError(f"rank must be in 0 to world - 1 = {world - 1}, got {rank}")
+    _check_norm_per_head(model)
     heads, kv = head_ranges(model.heads_num, model.kv_heads, world, rank)
     d = model.head_size
     # W_o 的偏置只留在进程 0 上：其他进程一个都不留，求和时只加一次，训练时也只更新一次

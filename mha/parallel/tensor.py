@@ -24,6 +24,7 @@ from torch.distributed.tensor.parallel import (
 
 from mha.checks import _check_flag
 from mha.full import MHA
+from mha.parallel.heads import _check_norm_per_head
 
 
 def _blocks() -> tuple[type, ...]:
@@ -205,8 +206,9 @@ def parallelize(
         ValueError: ``heads_num`` or ``kv_heads`` is not divisible by the mesh's size (Megatron-LM
             refuses fewer key/value heads than ranks for training; vLLM copies them for
             inference; ``shard_heads`` copies them), the mesh has more than one dimension, there
-            is neither a mesh nor a process group, ``module`` is parallelized already, or
-            ``sequence_parallel`` is asked of an ``MHA`` alone (no norms to split).
+            is neither a mesh nor a process group, ``module`` is parallelized already,
+            ``sequence_parallel`` is asked of an ``MHA`` alone (no norms to split), or its q/k
+            norm spans the whole projection (``qk_norm="projection"``).
 
     中文:
         用 PyTorch 自己的张量并行，把 ``module`` 的头分到 ``mesh`` 的各个进程上。
@@ -236,8 +238,9 @@ def parallelize(
                 ``sequence_parallel`` 不是 ``bool``。
             ValueError: ``heads_num`` 或 ``kv_heads`` 不能被 mesh 的大小整除（训练时 Megatron-LM
                 不接受键/值头比进程少；vLLM 只在推理时复制键/值头；``shard_heads`` 会复制），mesh
-                不止一维，既没有 mesh 也没有进程组，``module`` 已经并行化过，或者对单独的
-                ``MHA`` 要求 ``sequence_parallel``（没有归一化层可拆）。
+                不止一维，既没有 mesh 也没有进程组，``module`` 已经并行化过，对单独的
+                ``MHA`` 要求 ``sequence_parallel``（没有归一化层可拆），或者它的 q/k 归一化跨越
+                整个投影（``qk_norm="projection"``）。
     """
     _check_flag("sequence_parallel", sequence_parallel)
     if isinstance(module, MHA):
@@ -256,6 +259,7 @@ def parallelize(
         )
     if isinstance(attn.W_q.weight, DTensor):
         raise ValueError("module is parallelized already: its W_q.weight is a DTensor")
+    _check_norm_per_head(attn)
     mesh = _mesh(mesh, module)
     world = mesh.size()
     _check_heads(attn, world)
