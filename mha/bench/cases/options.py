@@ -1,8 +1,9 @@
 """What an option that ``scaled_dot_product_attention`` cannot express costs: the causal forward
 at one length (``Config.gqa_seq_len``) with ``fast=True`` and no such option (SDPA), written out
 (``fast=False``), and with each option that makes ``mha.full.MHA`` take the written-out path
-although ``fast=True`` (``softcap``: Gemma 2's capped scores), all holding the same weights, in the
-same rounds. A new such option adds its row to ``OPTIONS``."""
+although ``fast=True`` (``softcap``: Gemma 2's capped scores; ``sinks``: gpt-oss's logit per
+head in the softmax), all holding the same weights, in the same rounds. A new such option adds
+its row to ``OPTIONS``."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ OPTIONS = (
     ("sdpa", {"fast": True}, "sdpa"),
     ("written out", {"fast": False}, "written out"),
     ("softcap=50", {"fast": True, "softcap": 50.0}, "written out"),
+    ("sinks", {"fast": True, "sinks": True}, "written out"),
 )
 
 
