@@ -134,6 +134,7 @@ class Options:
         window: as in [`MHA`][mha.full.MHA].
         softcap: as in [`MHA`][mha.full.MHA].
         sinks: as in [`MHA`][mha.full.MHA].
+        gate: as in [`MHA`][mha.full.MHA].
 
     Examples:
         >>> options = MHA(20, 4, kv_heads=2).options
@@ -172,6 +173,7 @@ class Options:
             window: 与 [`MHA`][mha.full.MHA] 相同。
             softcap: 与 [`MHA`][mha.full.MHA] 相同。
             sinks: 与 [`MHA`][mha.full.MHA] 相同。
+            gate: 与 [`MHA`][mha.full.MHA] 相同。
     """
 
     hidden_size: int
@@ -189,6 +191,7 @@ class Options:
     window: int | None = None
     softcap: float | None = None
     sinks: bool = False
+    gate: bool = False
 
     def resolved(self) -> Options:
         """The same options with what follows from the others filled in: ``kv_heads``,
@@ -290,11 +293,17 @@ class MHA(nn.Module):
             denominator and is dropped after it, so a query's weights sum to less than 1 (the
             rest goes to no value). The fused kernels take no such logit: with sinks, the
             written-out path runs even when ``fast`` is ``True``.
+        gate: a gated output (Qwen3-Next): ``W_q`` gives each head its query and then a gate of
+            as many values (``2 * head_size`` rows a head, in Qwen3-Next's ``q_proj`` layout,
+            so ``W_q.weight`` is ``[heads_num * 2 * head_size, hidden_size]``), and each head's
+            output is multiplied by ``sigmoid(gate)`` before ``W_o``. The gate multiplies the
+            output after attention, so the fused kernels still run on the fast path.
 
     Raises:
         TypeError: a size is not an ``int``, ``dropout`` or ``softcap`` not a number, ``bias``
-            neither a ``bool`` nor a tuple of names, ``fast`` or ``sinks`` not a ``bool``,
-            ``qk_norm`` neither a ``bool`` nor a string, ``rope`` not a ``RotaryEmbedding``.
+            neither a ``bool`` nor a tuple of names, ``fast``, ``sinks`` or ``gate`` not a
+            ``bool``, ``qk_norm`` neither a ``bool`` nor a string, ``rope`` not a
+            ``RotaryEmbedding``.
         ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``
             (without ``head_size``), ``heads_num`` not by ``kv_heads``, ``dropout`` is outside
             ``[0, 1)``, ``bias`` names another projection, ``scale``, ``norm_eps`` or
@@ -354,11 +363,15 @@ class MHA(nn.Module):
                 ``heads_num`` 个，初始为 0），加进每行分数的 softmax 分母，算完再丢掉，于是一个查询
                 的权重之和小于 1（其余的不落在任何值上）。融合算子不接受这样的 logit：有汇聚项时，
                 即使 ``fast`` 为 ``True`` 也走逐步计算的路径。
+            gate: 门控输出（Qwen3-Next）：``W_q`` 给每个头先算出查询，再算出同样多的门控值（每个头
+                ``2 * head_size`` 行，与 Qwen3-Next 的 ``q_proj`` 排法相同，所以 ``W_q.weight`` 是
+                ``[heads_num * 2 * head_size, hidden_size]``），每个头的输出在进 ``W_o`` 之前乘上
+                ``sigmoid(gate)``。门控乘在注意力算完之后的输出上，所以快速路径照样用融合算子。
 
         异常：
             TypeError: 尺寸不是 ``int``，``dropout`` 或 ``softcap`` 不是数，``bias`` 既不是
-                ``bool`` 也不是名字组成的元组，``fast`` 或 ``sinks`` 不是 ``bool``，``qk_norm`` 既不是
-                ``bool`` 也不是字符串，``rope`` 不是 ``RotaryEmbedding``。
+                ``bool`` 也不是名字组成的元组，``fast``、``sinks`` 或 ``gate`` 不是 ``bool``，``qk_norm``
+                既不是 ``bool`` 也不是字符串，``rope`` 不是 ``RotaryEmbedding``。
             ValueError: 尺寸不是正数，（没给 ``head_size`` 时）``hidden_size`` 不能被
                 ``heads_num`` 整除，``heads_num`` 不能被 ``kv_heads`` 整除，``dropout`` 不在
                 ``[0, 1)`` 之内，``bias`` 里有别的投影名，``scale``、``norm_eps`` 或 ``softcap``
@@ -384,6 +397,7 @@ class MHA(nn.Module):
         window: int | None = None,
         softcap: float | None = None,
         sinks: bool = False,
+        gate: bool = False,
     ):
         super().__init__()
         kv_heads = heads_num if kv_heads is None else kv_heads
@@ -401,6 +415,7 @@ class MHA(nn.Module):
         biased = _biased(bias)
         _check_flag("fast", fast)
         _check_flag("sinks", sinks)
+        _check_flag("gate", gate)
         _check_qk_norm(qk_norm)
         context_size = hidden_size if context_size is None else context_size
         _check_length("context_size", context_size, positive=True)
@@ -435,13 +450,17 @@ class MHA(nn.Module):
         self.window = window
         self.softcap = None if softcap is None else float(softcap)
         self.sinks = sinks
+        self.gate = gate
 
         # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num），
         # 输入是 context_size 维（默认就是 hidden_size）
         # The query projection is the pure version's; keys and values project to kv_heads heads
         # only (fewer than heads_num under grouped-query attention), from context_size inputs
         # (hidden_size unless given)
-        self.W_q = nn.Linear(hidden_size, heads_num * head_size, bias="W_q" in biased)
+        # Qwen3-Next 的门控：每个头的查询后面紧跟它的门控值，W_q 的行数翻倍
+        # Qwen3-Next's gate: each head's query is followed by its gate, W_q has twice the rows
+        per_head = 2 * head_size if gate else head_size
+        self.W_q = nn.Linear(hidden_size, heads_num * per_head, bias="W_q" in biased)
         self.W_k = nn.Linear(context_size, kv_heads * head_size, bias="W_k" in biased)
         self.W_v = nn.Linear(context_size, kv_heads * head_size, bias="W_v" in biased)
 
@@ -674,7 +693,14 @@ class MHA(nn.Module):
         # 投影查询，按头拆分，再把头换到第 1 维：保持四维，融合算子要的就是这种布局
         # Project the queries, split them into heads and move the heads to dim 1: kept 4-D, the
         # layout the fused kernels take
-        q = self.W_q(x)  # [batch_size, q_len, heads_num * head_size]
+        if self.gate:
+            # Qwen3-Next：W_q 给每个头先是查询、再是门控，各 head_size 维，先把两者分开
+            # Qwen3-Next: W_q gives each head its query, then its gate, head_size each: split them
+            qg = self.W_q(x).view(x.size(0), x.size(1), self.heads_num, 2 * self.head_size)  # [batch_size, q_len, heads_num, 2 * head_size]
+            q = qg[..., : self.head_size].reshape(x.size(0), x.size(1), -1)  # [batch_size, q_len, heads_num * head_size]
+            gate = qg[..., self.head_size :].reshape(x.size(0), x.size(1), -1)  # [batch_size, q_len, heads_num * head_size]
+        else:
+            q = self.W_q(x)  # [batch_size, q_len, heads_num * head_size]
         whole = self.qk_norm == "projection"
         if whole:
             # OLMo 2：归一化跨越整个投影，在拆分成头之前
@@ -785,6 +811,12 @@ class MHA(nn.Module):
         # 拼接各头（与纯享版相同），再做输出投影
         # Concatenate the heads (as in the pure version), then the output projection
         out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.heads_num * self.head_size)  # [batch_size, q_len, heads_num * head_size]
+        if self.gate:
+            # Qwen3-Next：每个头的输出乘上 sigmoid(门控)，门控来自这个位置的输入（乘在注意力之后，
+            # 融合算子不受影响）
+            # Qwen3-Next: each head's output times sigmoid(gate), the gate from this position's
+            # input (after attention, so the fused kernel is unaffected)
+            out = out * torch.sigmoid(gate)  # [batch_size, q_len, heads_num * head_size]
         out = self.W_o(out)  # [batch_size, q_len, hidden_size]
         if need_weights:
             return out, weights

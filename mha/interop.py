@@ -123,6 +123,7 @@ TO_TORCH_REFUSES = {
     "window": lambda o: "window (a sliding window)",
     "softcap": lambda o: f"softcap={o.softcap} (a cap of the attention scores)",
     "sinks": lambda o: "sinks (a learned logit per head in the softmax's denominator)",
+    "gate": lambda o: "gate (each head's output times a sigmoid gate computed by W_q)",
 }
 
 
@@ -566,13 +567,23 @@ def _hf_window(module: nn.Module) -> int | None:
     return getattr(module.config, "sliding_window", None)
 
 
+def _heads_width(module: nn.Module) -> int:
+    """``num_attention_heads * head_dim``: the width of the query heads, concatenated."""
+    return module.config.num_attention_heads * module.head_dim
+
+
 def _check_projections(module: nn.Module) -> None:
     """The four projections have the shapes the config's heads give (a query projection twice as
-    wide, for a gate, is another layer)."""
+    wide holds Qwen3-Next's gate: each head's query, then its gate)."""
     config, d = module.config, module.head_dim
     heads, kv_heads, h = config.num_attention_heads, config.num_key_value_heads, config.hidden_size
+    q_rows = module.q_proj.weight.shape[0]
+    gated = q_rows == 2 * heads * d
     expected = {
-        "q_proj": ([heads * d, h], "num_attention_heads * head_dim, hidden_size"),
+        "q_proj": (
+            [q_rows if gated else heads * d, h],
+            "(2 *) num_attention_heads * head_dim, hidden_size",
+        ),
         "k_proj": ([kv_heads * d, h], "num_key_value_heads * head_dim, hidden_size"),
         "v_proj": ([kv_heads * d, h], "num_key_value_heads * head_dim, hidden_size"),
         "o_proj": ([h, heads * d], "hidden_size, num_attention_heads * head_dim"),
@@ -681,6 +692,8 @@ FROM_HF_FILLS = {
     "window": _hf_window,
     "softcap": lambda module: getattr(module, "attn_logit_softcapping", None),  # Gemma 2's
     "sinks": lambda module: isinstance(getattr(module, "sinks", None), nn.Parameter),  # gpt-oss's
+    # Qwen3-Next's: a q_proj twice as wide, each head's query then its gate (the probe checks it)
+    "gate": lambda module: module.q_proj.out_features == 2 * _heads_width(module),
 }
 FROM_HF_DEFAULTS = {
     "fast": "True: the fused kernel, which computes what transformers' sdpa and eager paths do",
@@ -720,13 +733,15 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     ``llama3`` or ``yarn``, with its ``partial_rotary_factor``; pairs of halves, or interleaved
     pairs as GLM-4's code rotates them), ``window`` (Mistral's and Mixtral's
     ``sliding_window``, Qwen's, Gemma's and gpt-oss's on their sliding layers), ``softcap``
-    (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by it) and ``sinks``
-    (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``). This covers Llama, Mistral,
-    Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite, GLM-4 and
-    gpt-oss attention (the experts of the MoE models are in their MLPs, not here). The weights
-    are copied exactly, on the module's device and in its dtype. The result called as
-    ``m(x, is_causal=True)`` gives the module's output for positions ``0 .. q_len - 1`` under its
-    causal (and sliding-window) mask; with a [`KVCache`][mha.cache.KVCache] it continues at position
+    (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by it), ``sinks``
+    (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``) and ``gate`` (Qwen3-Next's
+    ``q_proj`` twice as wide: each head's query then its gate, copied into ``W_q`` as it is). This
+    covers Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3,
+    Granite, GLM-4, gpt-oss and Qwen3-Next attention (the experts of the MoE models are in their
+    MLPs, not here). The weights are copied exactly, on the module's device and in its dtype. The
+    result called as ``m(x, is_causal=True)`` gives the module's output for positions
+    ``0 .. q_len - 1`` under its causal (and sliding-window) mask; with a
+    [`KVCache`][mha.cache.KVCache] it continues at position
     ``len(cache)``, as the module does with its own cache. DeepSeek-V2's and V3's attention become
     an ``mha.mla.MLA`` of the config's ranks and head dims, its rotation (interleaved pairs: V2's
     always, V3's where ``rope_interleave`` says so) and the module's ``scaling`` (times YaRN's
@@ -771,10 +786,12 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         和全局基数：默认、``llama3`` 或 ``yarn``，连同它的 ``partial_rotary_factor``；前后两半配对，
         或者像 GLM-4 的代码那样相邻两维配对）、``window``（Mistral 和 Mixtral 的
         ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动窗口层）、``softcap``（Gemma 2 的
-        ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）和 ``sinks``（gpt-oss
-        的 ``sinks`` 参数，复制进 ``sink_logits``）。Llama、Mistral、Mixtral、Qwen2、Qwen2-MoE、
-        Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4 和 gpt-oss 的注意力都在其中（MoE
-        模型的专家在 MLP 里，不在这里）。权重原样复制，设备和 dtype 与模块相同。以
+        ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）、``sinks``（gpt-oss
+        的 ``sinks`` 参数，复制进 ``sink_logits``）和 ``gate``（Qwen3-Next 宽一倍的
+        ``q_proj``：每个头先是查询、再是门控，原样复制进 ``W_q``）。Llama、Mistral、Mixtral、
+        Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、gpt-oss 和
+        Qwen3-Next 的注意力都在其中（MoE 模型的专家在 MLP 里，不在这里）。权重原样复制，设备和
+        dtype 与模块相同。以
         ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动窗口）
         掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)``
         接着算，与模块用它自己的缓存时相同。DeepSeek-V2 和 V3 的注意力转成 ``mha.mla.MLA``：秩和

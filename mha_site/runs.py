@@ -60,6 +60,7 @@ class Run:
     static: bool = False  # a static cache (max_len slots, all attended, masked): k_len is max_len
     softcap: float | None = None  # Gemma 2's cap of the scores (the written-out path runs)
     sinks: bool = False  # gpt-oss's logit per head in the softmax (the written-out path runs)
+    gate: bool = False  # Qwen3-Next's sigmoid gate on each head's output (W_q computes it)
 
     class_name: ClassVar[str] = "MHA"
 
@@ -82,6 +83,7 @@ class Run:
             window=self.window,
             softcap=self.softcap,
             sinks=self.sinks,
+            gate=self.gate,
         )
 
     def call(self, namespace: dict) -> Call:
@@ -287,6 +289,16 @@ RUNS = [
         fast=False,
         mask="float-2d",
     ),
+    Run(
+        "today/fast/gate/qk_norm/rope/cache/causal",
+        **TODAY,
+        rotary_dims=6,
+        gate=True,  # the gate multiplies the output after attention: the fused kernel runs
+        qk_norm=True,
+        cached=5,
+        is_causal=True,
+    ),
+    Run("cross/math/gate/bool-2d", **SITE, src_len=7, gate=True, fast=False, mask="bool-2d"),
     Run(
         "cross/today/math/qk_norm/scale/float-2d",
         **TODAY,

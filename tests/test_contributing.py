@@ -15,7 +15,7 @@ TEXT = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
 EXAMPLES = ("alibi", "prefill")
 # The names the recipes add (a chapter, an option): a contributor who follows them must not
 # collide with a test, so no test uses them for a planted chapter or option.
-RECIPE_NAMES = ("alibi", "gate")
+RECIPE_NAMES = ("alibi", "chunk_size")
 
 
 def test_every_path_it_names_exists():
@@ -45,7 +45,7 @@ def test_its_scaffold_command_is_accepted(monkeypatch):
 
 def test_no_other_test_reserves_the_names_the_recipes_add():
     """The scaffold's and the options checker's tests plant a chapter and an option of their own
-    names: were they ``alibi`` and ``gate``, following the recipe would break them."""
+    names: were they ``alibi`` and ``chunk_size``, following the recipe would break them."""
     for path in sorted((ROOT / "tests").glob("test_*.py")):
         if path.name == "test_contributing.py":
             continue

@@ -127,6 +127,7 @@ EXPECTED_FLAG = {
     "bias": "a bool or a tuple of projection names",
     "fast": "a bool",
     "sinks": "a bool",
+    "gate": "a bool",
 }
 
 

@@ -287,6 +287,21 @@ def test_the_parts_of_one_process_sum_to_the_whole():
         assert_close(sum(parts), model(x, attn_mask=mask))
 
 
+def test_gated_heads_and_their_sinks_go_with_them_and_the_parts_sum_to_the_whole():
+    # Qwen3-Next's gate: W_q's rows of a head are its query's and its gate's; gpt-oss's sinks:
+    # one logit per query head, drawn (not left at 0, where any split would agree)
+    model = model_of(2, bias=True, gate=True, sinks=True)
+    torch.nn.init.normal_(model.sink_logits)
+    x, mask = inputs()
+    with torch.no_grad():
+        parts = [heads_on_rank(model, rank, 4) for rank in range(4)]
+        assert [p.sink_logits.tolist() for p in parts] == [
+            model.sink_logits[2 * r : 2 * r + 2].tolist() for r in range(4)
+        ]
+        got = sum(p(x, attn_mask=mask) for p in parts)
+        assert_close(got, model(x, attn_mask=mask))
+
+
 def test_shard_heads_refuses_what_cannot_be_split_by_name(monkeypatch):
     with pytest.raises(TypeError, match=r"model must be a mha\.full\.MHA, got Linear"):
         shard_heads(torch.nn.Linear(2, 2))

@@ -16,8 +16,8 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
     """The sheet's calls take the math path with boolean masks and the 2017 layer's options: the
     rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
     of today's options (q/k norm, rotary embeddings, a sliding window's cache and its call longer
-    than max_len, a given scale, a soft-cap, sinks, norms of the projections) and of a static cache,
-    which their own chapter traces."""
+    than max_len, a given scale, a soft-cap, sinks, norms of the projections, a gate) and of a
+    static cache, which their own chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
     lines = source.splitlines()
@@ -38,7 +38,11 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "float_mask_as(attn_mask, q.dtype)",
         "held_mask(at, cache.max_len, is_causal=is_causal, window=self.window)",
         'mask != float("-inf")',
+        "out * torch.sigmoid(gate)",  # Qwen3-Next's gate
+        "qg[..., : self.head_size].reshape(x.size(0), x.size(1), -1)",
+        "qg[..., self.head_size :].reshape(x.size(0), x.size(1), -1)",
         "qk + mask",
+        "self.W_q(x).view(x.size(0), x.size(1), self.heads_num, 2 * self.head_size)",
         "self._attend_fast(q, k, v, attn_mask, is_causal)",
         "self._mask(attn_mask, is_causal, q, k)",
         "self.k_norm(k)",

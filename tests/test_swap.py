@@ -57,6 +57,7 @@ from transformers import (  # noqa: E402
     Qwen2MoeConfig,
     Qwen3Config,
     Qwen3MoeConfig,
+    Qwen3NextConfig,
 )
 
 from mha.full import MHA  # noqa: E402
@@ -209,9 +210,29 @@ PROMPTS = [[3, 4, 5, 6, 7, 8, 9], [10, 11, 12, 13]]
 NEW = 6
 
 
+# Models whose attention layers are some of their layers only: Qwen3-Next's full-attention layers
+# (its gated output, (1 + w) q/k norms, a quarter of each head rotated: 2 of 8 dims, its default)
+# between its Gated DeltaNet layers (linear attention, another module, left as they are).
+HYBRIDS = {
+    "qwen3_next": lambda: Qwen3NextConfig(
+        **{**SIZES, "num_hidden_layers": 3},
+        head_dim=8,
+        layer_types=["full_attention", "linear_attention", "full_attention"],
+        linear_num_value_heads=2,
+        linear_num_key_heads=2,
+        linear_key_head_dim=8,
+        linear_value_head_dim=8,
+        num_experts=2,
+        num_experts_per_tok=1,
+        moe_intermediate_size=16,
+        shared_expert_intermediate_size=16,
+    ),
+}
+
+
 def build(family: str, dtype: torch.dtype = torch.float64, seed: int = 0):
     """The family's causal LM with every weight drawn, in ``dtype``, in evaluation mode."""
-    config = {**FAMILIES, **SIBLINGS}[family]()
+    config = {**FAMILIES, **SIBLINGS, **HYBRIDS}[family]()
     # transformers' sdpa path refuses a soft-cap and has no sinks: Gemma 2 and gpt-oss run eager
     config._attn_implementation = "eager" if family in ("gemma2", "gpt_oss") else "sdpa"
     config._experts_implementation = "eager"  # the mixtures of experts' experts, in float64
@@ -387,6 +408,44 @@ def test_gpt_oss_greedy_generation_past_the_window_equals_the_original_at_every_
     sinks = [layer.self_attn.sinks for layer in original.model.layers]
     assert all(torch.equal(m.sink_logits, s) for m, s in zip(layers, sinks, strict=True))
     assert_same_generation(original, swapped)
+
+
+def test_qwen3_next_swaps_its_full_attention_layers_only_and_generates_as_the_original():
+    """Qwen3-Next's layers 0 and 2 attend (gated, (1 + w) norms, 2 of 8 dims rotated); its layer
+    1 is a Gated DeltaNet, not swapped. Greedy decoding and beam search of a left-padded batch, 6
+    new positions: the same tokens and every step's logits; restored, the layers are the
+    original's, weight for weight."""
+    original = build("qwen3_next")
+    swapped = swap_attention(copy.deepcopy(original))
+    layers = swapped.model.layers
+    assert [type(getattr(x, "self_attn", None)).__name__ for x in layers] == [
+        "HFAttention",
+        "NoneType",
+        "HFAttention",
+    ]
+    assert type(layers[1].linear_attn) is type(original.model.layers[1].linear_attn)
+    ours = [m.attention for m in ours_of(swapped)]
+    said = [(m.gate, m.qk_norm, m.rope.rotary_dims, m.rope.interleaved) for m in ours]
+    assert said == [(True, "gemma", 2, False)] * 2
+    for i in (0, 2):  # q_proj's rows as they are: each head's query, then its gate
+        theirs = original.model.layers[i].self_attn.q_proj.weight
+        assert torch.equal(layers[i].self_attn.attention.W_q.weight, theirs)
+    assert_same_generation(original, swapped)
+    assert_same_generation(original, swapped, do_sample=False, num_beams=3)
+    restore_attention(swapped)
+    mine = swapped.state_dict()
+    assert mine.keys() == original.state_dict().keys()
+    assert all(torch.equal(mine[k], v) for k, v in original.state_dict().items())
+
+
+def test_to_hf_copies_qwen3_nexts_gated_query_projection_back():
+    hf = build("qwen3_next").model.layers[2].self_attn
+    m = randomised(from_hf(hf), seed=5)
+    to_hf(m, hf)
+    assert torch.equal(hf.q_proj.weight, m.W_q.weight) and hf.q_proj.weight.shape == (64, 32)
+    assert all(torch.equal(from_hf(hf).state_dict()[k], v) for k, v in m.state_dict().items())
+    with pytest.raises(ValueError, match=r"gate=False, expected gate=True"):
+        to_hf(MHA(32, 4, kv_heads=2, head_size=8, qk_norm="gemma", rope=m.rope), hf)
 
 
 def test_a_family_of_another_layer_is_refused_and_nothing_is_swapped():

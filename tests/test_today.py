@@ -485,3 +485,51 @@ def test_with_sinks_fast_runs_the_written_out_path_and_decoding_equals_one_forwa
     assert_close(torch.cat(parts, dim=1), whole)
     m.fast = False
     assert_close(m(x, is_causal=True), whole)
+
+
+# ---- Qwen3-Next: each head's output times a sigmoid gate -----------------------------------------
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_gate_multiplies_each_heads_output_by_the_sigmoid_of_its_rows_of_w_q(fast):
+    """W_q's rows, head by head: the query's head_size, then the gate's (Qwen3-Next's q_proj);
+    the output is the ungated module's on the query rows, each head times sigmoid(gate), then
+    W_o."""
+    torch.manual_seed(0)
+    m = MHA(20, 4, kv_heads=2, gate=True, fast=fast, rope=RotaryEmbedding(4)).double()
+    assert m.W_q.weight.shape == (4 * 2 * 5, 20)
+    plain = MHA(20, 4, kv_heads=2, fast=fast, rope=RotaryEmbedding(4)).double()
+    rows = m.W_q.weight.view(4, 2, 5, 20)  # [heads_num, query/gate, head_size, hidden_size]
+    biases = m.W_q.bias.view(4, 2, 5)
+    with torch.no_grad():
+        rest = {k: v for k, v in m.state_dict().items() if not k.startswith("W_q")}
+        plain.load_state_dict(rest, strict=False)
+        plain.W_q.weight.copy_(rows[:, 0].reshape(20, 20))
+        plain.W_q.bias.copy_(biases[:, 0].reshape(20))
+    x = torch.randn(2, 6, 20, dtype=torch.float64)
+    gate = torch.sigmoid(x @ rows[:, 1].reshape(20, 20).T + biases[:, 1].reshape(20))  # [2, 6, 20]
+    heads = []
+    plain.W_o.register_forward_hook(lambda module, args, out: heads.append(args[0]))
+    plain(x, is_causal=True)
+    expected = torch.nn.functional.linear(heads[0] * gate, m.W_o.weight, m.W_o.bias)
+    assert_close(m(x, is_causal=True), expected)
+    assert "gate=True" in m.extra_repr()
+
+
+def test_with_a_gate_fast_keeps_the_fused_kernel_and_decoding_equals_one_forward(monkeypatch):
+    import mha.full
+
+    calls = []
+    kernel = torch.nn.functional.scaled_dot_product_attention
+    counted = lambda *args, **kwargs: calls.append(1) or kernel(*args, **kwargs)  # noqa: E731
+    monkeypatch.setattr(mha.full.F, "scaled_dot_product_attention", counted)
+    torch.manual_seed(0)
+    m = MHA(20, 4, kv_heads=2, gate=True, qk_norm="gemma", rope=RotaryEmbedding(2)).double()
+    x = torch.randn(2, 7, 20, dtype=torch.float64)
+    whole, cache = m(x, is_causal=True), KVCache()
+    assert calls == [1], "the gate multiplies the output after attention: the kernel runs"
+    parts = [m(x[:, :4], is_causal=True, cache=cache)]
+    parts += [m(x[:, i : i + 1], is_causal=True, cache=cache) for i in range(4, 7)]
+    assert_close(torch.cat(parts, dim=1), whole)
+    m.fast = False
+    assert_close(m(x, is_causal=True), whole)

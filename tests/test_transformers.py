@@ -1,6 +1,6 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
 (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
-GLM-4, gpt-oss), our MLA
+GLM-4, gpt-oss, Qwen3-Next's full-attention layers), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -53,6 +53,7 @@ from transformers import (  # noqa: E402
     Qwen2MoeConfig,
     Qwen3Config,
     Qwen3MoeConfig,
+    Qwen3NextConfig,
 )
 from transformers.models.gemma.modeling_gemma import GemmaAttention  # noqa: E402
 from transformers.models.gemma2.modeling_gemma2 import (  # noqa: E402
@@ -80,6 +81,10 @@ from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention  # noqa: E40
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeAttention  # noqa: E402
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention  # noqa: E402
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeAttention  # noqa: E402
+from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
+    Qwen3NextAttention,
+    Qwen3NextRotaryEmbedding,
+)
 
 from mha.full import MHA, KVCache, padding_mask  # noqa: E402
 from mha.interop import from_hf  # noqa: E402
@@ -128,6 +133,7 @@ FAMILIES = {
     "glm4": (Glm4Config, Glm4Attention, Glm4RotaryEmbedding),
     "gpt_oss": (GptOssConfig, GptOssAttention, GptOssRotaryEmbedding),
     "olmo2": (Olmo2Config, Olmo2Attention, LlamaRotaryEmbedding),  # q/k norms of the projections
+    "qwen3_next": (Qwen3NextConfig, Qwen3NextAttention, Qwen3NextRotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
@@ -143,8 +149,11 @@ WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES)
 # Gemma 2's soft-cap, small enough that the scores drawn reach it (the published one is 50.0);
 # Gemma 3's base of the local (sliding) layers' rotation, the drawn rope being its full layers'
 GEMMA_QUERY_SCALAR, GEMMA2_SOFTCAP, GEMMA3_LOCAL_BASE = 12, 0.8, 100.0
-# Granite's attention_multiplier (its scale), and GLM-4's share of each head that rotates
+# Granite's attention_multiplier (its scale), and GLM-4's share of each head that rotates (and
+# Qwen3-Next's here: its default, 0.25, would rotate a single dimension of a head of 4)
 GRANITE_MULTIPLIER, GLM4_PARTIAL = 0.3, 0.5
+# The families that rotate part of each head (GLM-4 in interleaved pairs, Qwen3-Next in halves)
+PARTIAL = ("glm4", "qwen3_next")
 # The rope_parameters drawn: each scaling real configs use, at sizes where it changes something
 # (a trained context of 16 positions, shorter than the lengths drawn beyond it).
 ROPES = {
@@ -195,10 +204,12 @@ def build(
     implementation: str = "sdpa",
     softcap: float = GEMMA2_SOFTCAP,
     query_scalar: float = GEMMA_QUERY_SCALAR,
+    partial: float = GLM4_PARTIAL,
 ):
     """A transformers attention module of ``family`` with random weights (every parameter drawn,
     the norms' and biases' too, so none is left at a value that hides a mistake), its config and
-    its model's rotary embedding. ``softcap`` and ``query_scalar`` are Gemma 2's and 3's."""
+    its model's rotary embedding. ``softcap`` and ``query_scalar`` are Gemma 2's and 3's,
+    ``partial`` GLM-4's and Qwen3-Next's share of each head that rotates."""
     config_class, attention_class, rotary_class = FAMILIES[family]
     options = dict(
         hidden_size=24,
@@ -210,7 +221,8 @@ def build(
     )
     if head_dim is not None:
         options["head_dim"] = head_dim
-    if family in ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "glm4", "olmo2", *LAYER_TYPES):
+    attention_biased = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "olmo2", *PARTIAL)
+    if family in (*attention_biased, *LAYER_TYPES):
         options["attention_bias"] = bias
     if family == "qwen2_moe":
         options["qkv_bias"] = bias
@@ -222,8 +234,11 @@ def build(
         options.update(sliding_window=window, **SLIDING_LAYERS[family])
     if family == "granite":
         options["attention_multiplier"] = GRANITE_MULTIPLIER
-    if family == "glm4":
-        options["rope_parameters"]["partial_rotary_factor"] = GLM4_PARTIAL
+    if family in PARTIAL:
+        options["rope_parameters"]["partial_rotary_factor"] = partial
+    if family == "qwen3_next":  # one full-attention layer (its config's default head_dim is 256)
+        options.update(num_hidden_layers=1, layer_types=["full_attention"])
+        options.setdefault("head_dim", 24 // heads)
     if family in LAYER_TYPES:
         kind = "full_attention" if window is None else "sliding_attention"
         options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
@@ -311,8 +326,8 @@ def build_drawn(c: dict):
     head_dim = c["head_dim"]
     if head_dim is None and 24 % heads:
         head_dim = 8
-    if c["family"] == "glm4" and int(head_dim or 24 // heads) % 4:
-        head_dim = 8  # GLM-4 rotates half of each head, in pairs: a multiple of 4 dims
+    if c["family"] in PARTIAL and int(head_dim or 24 // heads) % 4:
+        head_dim = 8  # GLM-4 and Qwen3-Next rotate half of each head, in pairs: a multiple of 4
     window = c["window"] if c["family"] in WINDOWED else None
     return build(
         c["family"],
@@ -421,9 +436,11 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert biased == {"mistral": set(), "mixtral": set()}.get(
         family, qkv if family in ("qwen2", "qwen2_moe", "glm4") else set(names)
     )
-    assert (m.q_norm is not None) == (family in ("qwen3", "qwen3_moe", "gemma3", "olmo2"))
-    # Gemma 3's (1 + w), OLMo 2's of the whole projection
-    flavours = {"gemma3": "gemma", "olmo2": "projection"}
+    assert (m.q_norm is not None) == (
+        family in ("qwen3", "qwen3_moe", "gemma3", "qwen3_next", "olmo2")
+    )
+    # Gemma 3's and Qwen3-Next's (1 + w), OLMo 2's of the whole projection
+    flavours = {"gemma3": "gemma", "qwen3_next": "gemma", "olmo2": "projection"}
     assert m.qk_norm == flavours.get(family, m.q_norm is not None)
     assert m.window == (5 if family in WINDOWED else None)
     assert m.head_size == 8 and m.hidden_size == 24 and m.W_o.in_features == 32
@@ -432,12 +449,15 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert m.softcap == (GEMMA2_SOFTCAP if family == "gemma2" else None)
     assert m.sinks == (family == "gpt_oss")  # one learned logit per head, copied exactly
     assert m.sink_logits is None or torch.equal(m.sink_logits, theirs["sinks"])
+    # Qwen3-Next's gate: q_proj's rows as they are, each head's query then its gate
+    assert m.gate == (family == "qwen3_next")
+    assert m.W_q.out_features == (64 if m.gate else 32)
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
     else:
         assert m.rope.scaling["rope_type"] == "llama3"
-    # GLM-4 rotates the first half of each head, in interleaved pairs
-    rotation = (4, True) if family == "glm4" else (8, False)
+    # GLM-4 rotates the first half of each head, in interleaved pairs; Qwen3-Next in halves
+    rotation = {"glm4": (4, True), "qwen3_next": (4, False)}.get(family, (8, False))
     assert (m.rope.rotary_dims, m.rope.interleaved) == rotation
 
 
@@ -610,7 +630,7 @@ def gemmas_norm_on_q_only():
 
 # Each: the layer, the error, what it says. Phi-3's projection is fused; a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
-# config; Qwen3-Next's query projection is twice as wide (a gate); Llama 4 and SmolLM3 carry
+# config; Llama 4 and SmolLM3 carry
 # switches from_hf does not know (a temperature, layers without rotation); Cohere 2's full layers
 # do not rotate, which no attribute says: the run beside the module built shows it.
 REFUSED = {
@@ -622,13 +642,6 @@ REFUSED = {
     "gemma-bidirectional": (
         lambda: layer("gemma", "Gemma", use_bidirectional_attention=True),
         r"is_causal=False \(its config's use_bidirectional_attention=True\): it attends both",
-    ),
-    "qwen3-next": (
-        lambda: layer(
-            "qwen3_next", "Qwen3Next", num_hidden_layers=1, layer_types=["full_attention"]
-        ),
-        r"q_proj\.weight is \[64, 24\], expected \[num_attention_heads \* head_dim, hidden_size\]"
-        r" = \[32, 24\]",
     ),
     "llama4": (
         lambda: layer("llama4", "Llama4Text", use_qk_norm=False),

@@ -111,8 +111,8 @@ class HeadsAcrossRanks(nn.Module):
             d = local.head_size
             rows = slice(kv.start * d, kv.stop * d)
         for name, p in local.named_parameters():
-            if not p.requires_grad or name.startswith(("W_q.", "W_o.")):
-                continue  # this rank's query heads only; W_o's bias on rank 0 only
+            if not p.requires_grad or name.startswith(("W_q.", "W_o.")) or name == "sink_logits":
+                continue  # this rank's query heads only (their sinks too); W_o's bias on rank 0
             if name.startswith(("W_k.", "W_v.")):
                 if kv_heads % world == 0:
                     continue  # split: this rank's key/value heads only
@@ -266,10 +266,11 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
     """The part of ``model`` that rank ``rank`` of ``world`` keeps, as an ordinary ``MHA``.
 
     Its heads are [`head_ranges`][mha.parallel.head_ranges]'s: their rows of ``W_q``, ``W_k``,
-    ``W_v`` (and biases) and their columns of ``W_o``. ``W_o``'s bias stays on rank 0 only (the
-    other ranks' parts have none), so the sum over the ranks adds it once. What is not split by
-    heads is copied whole: ``q_norm`` and ``k_norm``, and a key/value head shared by several ranks
-    (``kv_heads < world``). Every option of ``model`` carries over, and so does each
+    ``W_v`` (and biases; with ``gate``, each head's rows of ``W_q`` are its query's and its
+    gate's), their columns of ``W_o`` and their ``sink_logits``. ``W_o``'s bias stays on rank 0
+    only (the other ranks' parts have none), so the sum over the ranks adds it once. What is not
+    split by heads is copied whole: ``q_norm`` and ``k_norm``, and a key/value head shared by
+    several ranks (``kv_heads < world``). Every option of ``model`` carries over, and so does each
     parameter's ``requires_grad`` (a frozen weight stays frozen). The sum of the
     ``world`` parts' outputs is ``model``'s output: what the all-reduce of
     [`shard_heads`][mha.parallel.shard_heads] computes.
@@ -293,7 +294,8 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
         ``world`` 个进程中，进程 ``rank`` 留下的那部分 ``model``，是一个普通的 ``MHA``。
 
         它的头就是 [`head_ranges`][mha.parallel.head_ranges] 给出的：这些头在 ``W_q``、``W_k``、
-        ``W_v`` 里的行（以及偏置）和在 ``W_o`` 里的列。``W_o`` 的偏置只留在进程 0 上（其他进程的
+        ``W_v`` 里的行（以及偏置；有 ``gate`` 时，每个头在 ``W_q`` 里的行包括它的查询和门控）、
+        在 ``W_o`` 里的列，以及它们的 ``sink_logits``。``W_o`` 的偏置只留在进程 0 上（其他进程的
         那部分没有这个偏置），这样各进程求和时只加一次。不按头拆分的参数整个复制：``q_norm`` 和
         ``k_norm``，以及几个进程共用的键/值头（``kv_heads < world``）。``model`` 的其他选项
         全部保留，每个参数的 ``requires_grad`` 也保留（冻结的权重仍然冻结）。``world`` 个部分的
@@ -340,19 +342,26 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
         # rank's head counts and biases change
         options = replace(model.options, heads_num=len(heads), kv_heads=len(kv), bias=biased)
         local = MHA.from_options(options).to(model.W_q.weight.device, model.W_q.weight.dtype)
-    rows_q = slice(heads.start * d, heads.stop * d)
+    # Qwen3-Next 的门控：W_q 每个头有 2 * head_size 行（查询再门控），按头切时一起带走
+    # Qwen3-Next's gate: W_q has 2 * head_size rows a head (its query, then its gate), which go
+    # together with the head
+    per_head = 2 * d if model.gate else d
+    rows_q = slice(heads.start * per_head, heads.stop * per_head)
+    rows_o = slice(heads.start * d, heads.stop * d)
     rows_kv = slice(kv.start * d, kv.stop * d)
     with torch.no_grad():
         for name, rows in (("W_q", rows_q), ("W_k", rows_kv), ("W_v", rows_kv)):
             getattr(local, name).weight.copy_(getattr(model, name).weight[rows])
             if name in biased:
                 getattr(local, name).bias.copy_(getattr(model, name).bias[rows])
-        local.W_o.weight.copy_(model.W_o.weight[:, rows_q])
+        local.W_o.weight.copy_(model.W_o.weight[:, rows_o])
         if "W_o" in biased:
             local.W_o.bias.copy_(model.W_o.bias)
         if model.q_norm is not None:
             local.q_norm.weight.copy_(model.q_norm.weight)
             local.k_norm.weight.copy_(model.k_norm.weight)
+        if model.sink_logits is not None:  # gpt-oss's sinks: one logit per query head
+            local.sink_logits.copy_(model.sink_logits[heads.start : heads.stop])
     frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
     for name, p in local.named_parameters():  # the same names: a frozen weight stays frozen
         p.requires_grad_(name not in frozen)

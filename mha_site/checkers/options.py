@@ -57,6 +57,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "window": lambda: {"window": 2},
     "softcap": lambda: {"softcap": 2.0},
     "sinks": lambda: {"sinks": True},
+    "gate": lambda: {"gate": True},
 }
 REQUIRED = ("hidden_size", "heads_num")
 
