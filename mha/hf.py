@@ -473,6 +473,8 @@ class HFAttention(nn.Module):
             if cos.size(-1) * 2 == self.attention.head_size:
                 cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
             where = dict(rotations=(cos, sin))
+        elif self.attention.rope is None:  # a layer without rotation (SmolLM3's NoPE layers)
+            where = {}
         else:
             where = dict(positions=position_ids)
         out = self.attention(

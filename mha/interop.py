@@ -449,6 +449,7 @@ _HF_ATTRIBUTES = frozenset(
         "sliding_window",
         "is_sliding",  # Gemma 3's: whether sliding_window is set, read through it
         "attn_logit_softcapping",  # Gemma 2's soft-cap of the scores: softcap
+        "use_rope",  # SmolLM3's: whether this layer rotates (its config's no_rope_layers): rope
     }
 )
 _HF_MLA_ATTRIBUTES = frozenset(
@@ -622,7 +623,7 @@ def _check_qk_norm(module: nn.Module) -> bool | str:
         "q_norm": config.num_attention_heads * d,
         "k_norm": config.num_key_value_heads * d,
     }
-    flavours = set()
+    flavours = {}  # each norm's flavours within the tolerance, and how far off each is
     for n in present:
         norm = norms[n]
         weights = dict(norm.named_parameters())
@@ -639,7 +640,9 @@ def _check_qk_norm(module: nn.Module) -> bool | str:
             )
         size = weight.numel()
         x, offs = _probe_tensor((3, size), weight), {}
-        candidates = (True, "gemma") if size == d else ("projection",)
+        # a norm of head_dim weights is of each head, or of the whole projection of one head
+        # (OLMo 2's k_norm with one key/value head): q_norm's flavour decides which
+        candidates = (True, "gemma") * (size == d) + ("projection",) * (size == whole[n])
         for flavour in candidates:
             ours = mha.norm.RMSNorm(
                 size,
@@ -651,18 +654,22 @@ def _check_qk_norm(module: nn.Module) -> bool | str:
             with torch.no_grad():
                 ours.weight.copy_(weight)
                 offs[flavour] = _relative(ours(x), norm(x))
-        flavour = min(offs, key=offs.get)
-        if offs[flavour] > _PROBE_TOLERANCE.get(weight.dtype, 5e-2):
+        tolerance = _PROBE_TOLERANCE.get(weight.dtype, 5e-2)
+        if min(offs.values()) > tolerance:
             said = ", ".join(f"{k!r}: {v:.2g}" for k, v in offs.items())
             raise ValueError(
                 f"{name}.{n} ({type(norm).__name__}) computes otherwise than "
                 f"weight * x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm) and its flavours: "
                 f"relative differences {{{said}}}"
             )
-        flavours.add(flavour)
-    if len(flavours) > 1:
+        flavours[n] = {f: off for f, off in offs.items() if off <= tolerance}
+    if not flavours:
+        return False
+    # the flavour both norms compute (the nearest, if several), q_norm's first in a tie
+    shared = [f for f in flavours["q_norm"] if f in flavours["k_norm"]]
+    if not shared:
         raise ValueError(f"{name}'s q_norm and k_norm compute two different norms")
-    return flavours.pop() if flavours else False
+    return min(shared, key=lambda f: max(flavours["q_norm"][f], flavours["k_norm"][f]))
 
 
 # How from_hf fills each option of mha.full.MHA (the fields of mha.full.Options) from a
@@ -688,7 +695,9 @@ FROM_HF_FILLS = {
     ),
     # the config's rope_parameters; which dimensions rotate, paired how, is the layer's code:
     # _settle_rotation keeps the first of _rotations under which it computes what the layer does
-    "rope": lambda module: _rope_from_hf(module, *_rotations(module)[0]),
+    "rope": lambda module: (
+        _rope_from_hf(module, *_rotations(module)[0]) if _hf_rotates(module) else None
+    ),
     "window": _hf_window,
     "softcap": lambda module: getattr(module, "attn_logit_softcapping", None),  # Gemma 2's
     "sinks": lambda module: isinstance(getattr(module, "sinks", None), nn.Parameter),  # gpt-oss's
@@ -731,15 +740,16 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     ``"projection"``), ``rope`` (the config's ``rope_parameters``, of
     the layer's type where they differ by type, as Gemma 3's local and global bases: default,
     ``llama3`` or ``yarn``, with its ``partial_rotary_factor``; pairs of halves, or interleaved
-    pairs as GLM-4's code rotates them), ``window`` (Mistral's and Mixtral's
+    pairs as GLM-4's code rotates them; ``None`` on SmolLM3's NoPE layers, whose ``use_rope`` is
+    0), ``window`` (Mistral's and Mixtral's
     ``sliding_window``, Qwen's, Gemma's and gpt-oss's on their sliding layers), ``softcap``
     (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by it), ``sinks``
     (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``) and ``gate`` (Qwen3-Next's
     ``q_proj`` twice as wide: each head's query then its gate, copied into ``W_q`` as it is). This
     covers Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3,
-    Granite, GLM-4, gpt-oss and Qwen3-Next attention (the experts of the MoE models are in their
-    MLPs, not here). The weights are copied exactly, on the module's device and in its dtype. The
-    result called as ``m(x, is_causal=True)`` gives the module's output for positions
+    Granite, GLM-4, gpt-oss, Qwen3-Next and SmolLM3 attention (the experts of the MoE models are
+    in their MLPs, not here). The weights are copied exactly, on the module's device and in its
+    dtype. The result called as ``m(x, is_causal=True)`` gives the module's output for positions
     ``0 .. q_len - 1`` under its causal (and sliding-window) mask; with a
     [`KVCache`][mha.cache.KVCache] it continues at position
     ``len(cache)``, as the module does with its own cache. DeepSeek-V2's and V3's attention become
@@ -784,14 +794,15 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         OLMo 2 的对整个投影做，即 ``"projection"``）、
         ``rope``（配置里的 ``rope_parameters``，按层的类型各取一份时取这一层的，比如 Gemma 3 的局部
         和全局基数：默认、``llama3`` 或 ``yarn``，连同它的 ``partial_rotary_factor``；前后两半配对，
-        或者像 GLM-4 的代码那样相邻两维配对）、``window``（Mistral 和 Mixtral 的
+        或者像 GLM-4 的代码那样相邻两维配对；SmolLM3 的 NoPE 层 ``use_rope`` 为 0，取 ``None``）、
+        ``window``（Mistral 和 Mixtral 的
         ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动窗口层）、``softcap``（Gemma 2 的
         ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）、``sinks``（gpt-oss
         的 ``sinks`` 参数，复制进 ``sink_logits``）和 ``gate``（Qwen3-Next 宽一倍的
         ``q_proj``：每个头先是查询、再是门控，原样复制进 ``W_q``）。Llama、Mistral、Mixtral、
-        Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、gpt-oss 和
-        Qwen3-Next 的注意力都在其中（MoE 模型的专家在 MLP 里，不在这里）。权重原样复制，设备和
-        dtype 与模块相同。以
+        Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、gpt-oss、
+        Qwen3-Next 和 SmolLM3 的注意力都在其中（MoE 模型的专家在 MLP 里，不在这里）。权重原样
+        复制，设备和 dtype 与模块相同。以
         ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动窗口）
         掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)``
         接着算，与模块用它自己的缓存时相同。DeepSeek-V2 和 V3 的注意力转成 ``mha.mla.MLA``：秩和
@@ -883,6 +894,12 @@ def _rope_from_hf(
         interleaved=interleaved,
         scaling=None if kind == "default" else scaling,
     )
+
+
+def _hf_rotates(module: nn.Module) -> bool:
+    """Whether the layer rotates its queries and keys: all do but SmolLM3's NoPE layers, whose
+    ``use_rope`` (its config's ``no_rope_layers``, 0 for a layer without rotation) says so."""
+    return bool(getattr(module, "use_rope", True))
 
 
 def _rotations(module: nn.Module) -> list[tuple[int, bool]]:
@@ -978,7 +995,13 @@ def _settle_rotation(m: nn.Module, module: nn.Module) -> None:
     does; without one, a ``ValueError`` saying how far each is."""
     tolerance = _PROBE_TOLERANCE.get(m.W_o.weight.dtype, 5e-2)
     tried = []
-    for rotary_dims, interleaved in _rotations(module):
+    if not _hf_rotates(module):  # SmolLM3's NoPE layer: no rotation, which the run confirms
+        m.rope = None
+        off = _probe(m, module)
+        if off <= tolerance:
+            return
+        tried.append(f"{off:.2g} without rotation (use_rope={module.use_rope!r})")
+    for rotary_dims, interleaved in _rotations(module) if _hf_rotates(module) else []:
         rope = _rope_from_hf(module, rotary_dims, interleaved)
         m.rope = rope.to(m.W_o.weight.device)
         off = _probe(m, module)

@@ -58,6 +58,7 @@ from transformers import (  # noqa: E402
     Qwen3Config,
     Qwen3MoeConfig,
     Qwen3NextConfig,
+    SmolLM3Config,
 )
 
 from mha.full import MHA  # noqa: E402
@@ -173,6 +174,8 @@ SIBLINGS = {
             "original_max_position_embeddings": 8,
         },
     ),
+    # SmolLM3: its layer 1 without rotation (no_rope_layers 0), which its config then slides
+    "smollm3": lambda: SmolLM3Config(**SIZES, **SLIDING, head_dim=8, no_rope_layers=[1, 0]),
     "deepseek_v2": lambda: DeepseekV2Config(
         **LATENT,
         first_k_dense_replace=1,
@@ -198,6 +201,7 @@ WINDOWS = {
     "gemma2": [WINDOW, None],
     "gemma3": [WINDOW, None],
     "gpt_oss": [WINDOW, None],
+    "smollm3": [None, WINDOW],
     "deepseek_v2": [None, None],
 }
 # DeepSeek-V2's code rotates the query's and key's rotary parts in float32 (apply_rotary_emb's
@@ -446,6 +450,18 @@ def test_to_hf_copies_qwen3_nexts_gated_query_projection_back():
     assert all(torch.equal(from_hf(hf).state_dict()[k], v) for k, v in m.state_dict().items())
     with pytest.raises(ValueError, match=r"gate=False, expected gate=True"):
         to_hf(MHA(32, 4, kv_heads=2, head_size=8, qk_norm="gemma", rope=m.rope), hf)
+
+
+def test_smollm3_greedy_generation_with_a_layer_without_rotation_equals_the_original():
+    """SmolLM3's layer 1 skips the rotation (a NoPE layer, sliding here): its MHA has no rope,
+    layer 0's rotates whole heads; 6 new positions past the longer prompt's 7, past the window 4,
+    the same tokens and every step's logits."""
+    original = build("smollm3")
+    swapped = swap_attention(copy.deepcopy(original))
+    ropes = [m.attention.rope for m in ours_of(swapped)]
+    assert ropes[0].rotary_dims == 8 and ropes[1] is None
+    assert_same_generation(original, swapped)
+    assert_same_generation(original, swapped, do_sample=False, num_beams=3)
 
 
 def test_a_family_of_another_layer_is_refused_and_nothing_is_swapped():

@@ -1,6 +1,6 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
 (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
-GLM-4, gpt-oss, Qwen3-Next's full-attention layers), our MLA
+GLM-4, gpt-oss, Qwen3-Next's full-attention layers, SmolLM3's layers without rotation), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -54,6 +54,7 @@ from transformers import (  # noqa: E402
     Qwen3Config,
     Qwen3MoeConfig,
     Qwen3NextConfig,
+    SmolLM3Config,
 )
 from transformers.models.gemma.modeling_gemma import GemmaAttention  # noqa: E402
 from transformers.models.gemma2.modeling_gemma2 import (  # noqa: E402
@@ -84,6 +85,10 @@ from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeAttention  
 from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
     Qwen3NextAttention,
     Qwen3NextRotaryEmbedding,
+)
+from transformers.models.smollm3.modeling_smollm3 import (  # noqa: E402
+    SmolLM3Attention,
+    SmolLM3RotaryEmbedding,
 )
 
 from mha.full import MHA, KVCache, padding_mask  # noqa: E402
@@ -134,6 +139,7 @@ FAMILIES = {
     "gpt_oss": (GptOssConfig, GptOssAttention, GptOssRotaryEmbedding),
     "olmo2": (Olmo2Config, Olmo2Attention, LlamaRotaryEmbedding),  # q/k norms of the projections
     "qwen3_next": (Qwen3NextConfig, Qwen3NextAttention, Qwen3NextRotaryEmbedding),
+    "smollm3": (SmolLM3Config, SmolLM3Attention, SmolLM3RotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
@@ -144,7 +150,11 @@ SLIDING_LAYERS["qwen2_moe"] = dict(max_window_layers=64)
 # layer 0 is built sliding when the case has a window, full otherwise
 GEMMAS = ("gemma2", "gemma3")
 LAYER_TYPES = (*GEMMAS, "gpt_oss")
-WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES)
+# The families whose config's attention_bias puts a bias on all four projections (and those below)
+BIASED = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "smollm3")
+# SmolLM3's layer here is one of its NoPE layers (no_rope_layers 0: no rotation), which slide
+# when its config's use_sliding_window is on
+WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES, "smollm3")
 # Gemma's query_pre_attn_scalar (its scale is its inverse square root, not the head size's);
 # Gemma 2's soft-cap, small enough that the scores drawn reach it (the published one is 50.0);
 # Gemma 3's base of the local (sliding) layers' rotation, the drawn rope being its full layers'
@@ -221,8 +231,7 @@ def build(
     )
     if head_dim is not None:
         options["head_dim"] = head_dim
-    attention_biased = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "olmo2", *PARTIAL)
-    if family in (*attention_biased, *LAYER_TYPES):
+    if family in (*BIASED, "olmo2", *PARTIAL, *LAYER_TYPES):
         options["attention_bias"] = bias
     if family == "qwen2_moe":
         options["qkv_bias"] = bias
@@ -239,6 +248,9 @@ def build(
     if family == "qwen3_next":  # one full-attention layer (its config's default head_dim is 256)
         options.update(num_hidden_layers=1, layer_types=["full_attention"])
         options.setdefault("head_dim", 24 // heads)
+    if family == "smollm3":  # one layer, without rotation
+        options.update(num_hidden_layers=1, no_rope_layers=[0], sliding_window=window)
+        options["use_sliding_window"] = window is not None
     if family in LAYER_TYPES:
         kind = "full_attention" if window is None else "sliding_attention"
         options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
@@ -454,6 +466,9 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert m.W_q.out_features == (64 if m.gate else 32)
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
+    elif family == "smollm3":  # a NoPE layer: no rotation, whatever rope_parameters say
+        assert m.rope is None
+        return
     else:
         assert m.rope.scaling["rope_type"] == "llama3"
     # GLM-4 rotates the first half of each head, in interleaved pairs; Qwen3-Next in halves
@@ -620,6 +635,12 @@ def qwen3_with_norms(q_norm, k_norm):
     return module
 
 
+def said_not_to_rotate(module):
+    """A layer that rotates, yet carries SmolLM3's ``use_rope = 0`` (which its code never reads)."""
+    module.use_rope = 0
+    return module
+
+
 def gemmas_norm_on_q_only():
     """Gemma 3's ``(1 + weight)`` norm on the queries, Qwen3's on the keys."""
     from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
@@ -630,9 +651,9 @@ def gemmas_norm_on_q_only():
 
 # Each: the layer, the error, what it says. Phi-3's projection is fused; a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
-# config; Llama 4 and SmolLM3 carry
-# switches from_hf does not know (a temperature, layers without rotation); Cohere 2's full layers
-# do not rotate, which no attribute says: the run beside the module built shows it.
+# config; Llama 4 carries switches from_hf does not know (a temperature); Cohere 2's full layers
+# do not rotate, which no attribute says, and a layer whose use_rope says it does not rotate
+# (SmolLM3's NoPE layers) does: the run beside the module built shows each.
 REFUSED = {
     "phi3": (lambda: layer("phi3", "Phi3"), r"Phi3Attention's submodules are o_proj, qkv_proj$"),
     "olmo-clip": (
@@ -647,9 +668,11 @@ REFUSED = {
         lambda: layer("llama4", "Llama4Text", use_qk_norm=False),
         r"^Llama4TextAttention sets .*attn_temperature_tuning=True.*, which from_hf does not know",
     ),
-    "smollm3-nope": (
-        lambda: layer("smollm3", "SmolLM3", num_hidden_layers=1, no_rope_layers=[0]),
-        r"^SmolLM3Attention sets use_rope=0, which from_hf does not know",
+    "nope-that-rotates": (
+        lambda: said_not_to_rotate(layer("llama", "Llama")),
+        r"^LlamaAttention computes otherwise than the MHA from_hf reads from its config and "
+        r"attributes: run on 6 positions, the two outputs differ by \S+ without rotation "
+        r"\(use_rope=0\)",
     ),
     "layer-norm": (
         lambda: qwen3_with_norms(
