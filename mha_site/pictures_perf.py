@@ -797,6 +797,7 @@ ELSEWHERE = {
     "rounding-cache": "cache.md",
     "rounding-fast": "fast.md",
     "rounding-scale": "pitfalls.md",
+    "sequence-split": "ring.md",
 }
 """The tables shown on other pages than the performance page, with their page."""
 
