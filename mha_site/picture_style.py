@@ -263,6 +263,14 @@ class Svg:
         self.grow(left + wide, y + size * 0.3)
         return wide
 
+    def turned_text(self, x, y, label: str, size: float = FONT) -> None:
+        """A label turned a quarter left, centred on ``(x, y)``: a plot's y axis label."""
+        self.parts.append(
+            f'<text x="{x:g}" y="{y:g}" class="mha-fg" font-size="{size:g}"'
+            f' text-anchor="middle" fill="currentColor"'
+            f' transform="rotate(-90 {x:g} {y:g})">{escape(label)}</text>'
+        )
+
     def __str__(self) -> str:
         body, width, height = grouped(self.parts), self.width, self.height
         if self.note and not self.note_drawn:

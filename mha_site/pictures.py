@@ -34,6 +34,8 @@ from mha_site import (
     pictures_perf,
     pictures_ring,
     pictures_rope,
+    pictures_sinks,
+    pictures_softcap,
     pictures_tiled,
     pictures_why,
 )
@@ -52,6 +54,8 @@ GENERATORS = (
     pictures_perf,
     pictures_ring,
     pictures_rope,
+    pictures_sinks,
+    pictures_softcap,
     pictures_tiled,
     pictures_why,
 )

@@ -175,12 +175,7 @@ def line_plot(
         anchor="middle",
     )
     # the y label, turned, left of the tick labels
-    ylabel_x, ylabel_y = 14, TOP + HEIGHT / 2
-    svg.parts.append(
-        f'<text x="{ylabel_x}" y="{ylabel_y:g}" class="mha-fg" font-size="{FONT}"'
-        f' text-anchor="middle" fill="currentColor"'
-        f' transform="rotate(-90 {ylabel_x} {ylabel_y:g})">{y_label}</text>'
-    )
+    svg.turned_text(14, TOP + HEIGHT / 2, y_label)
     # one line per implementation, points with their number as a tooltip
     legend_y = TOP + HEIGHT + 56
     order = (

@@ -103,6 +103,8 @@ DRAWN = {
     "cache-grows": (20, 4, (2, 7, 20)),  # the cache page's: a prefill of 3, then 4 steps
     "gqa-groups": (20, 4, (6, 3, 20)),  # the gqa page's MHA(20, 4, kv_heads=2)
     "fast-memory": PAGE,  # the fast page's model and written_out on x and a context [2, 7, 20]
+    "softcap-curve": PAGE,
+    "sink-share": PAGE,
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -122,6 +124,8 @@ PAGE_RUNS = {
     "cache.md": (20, 4, (2, 7, 20)),
     "gqa.md": (20, 4, (6, 3, 20)),  # with kv_heads=2
     "fast.md": PAGE,  # and a context [2, 7, 20]
+    "softcap.md": PAGE,
+    "sinks.md": PAGE,
 }
 
 

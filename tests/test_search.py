@@ -98,6 +98,8 @@ TEACHES = {
         "环形注意力": "ring.md",
         "步长": "walkthrough.md",
         "缩放": "walkthrough.md",
+        "软上限": "softcap.md",
+        "注意力汇聚": "sinks.md",
     },
     "en": {
         "transpose": "walkthrough.md",
@@ -109,6 +111,8 @@ TEACHES = {
         "ring attention": "ring.md",
         "stride": "walkthrough.md",
         "scaling": "walkthrough.md",
+        "soft-capping": "softcap.md",
+        "attention sink": "sinks.md",
     },
 }
 TOP = 3
