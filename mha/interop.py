@@ -449,7 +449,14 @@ _HF_ATTRIBUTES = frozenset(
         "sliding_window",
         "is_sliding",  # Gemma 3's: whether sliding_window is set, read through it
         "attn_logit_softcapping",  # Gemma 2's soft-cap of the scores: softcap
-        "use_rope",  # SmolLM3's: whether this layer rotates (its config's no_rope_layers): rope
+        "use_rope",  # SmolLM3's and Llama 4's: whether this layer rotates (no_rope_layers): rope
+        # Llama 4's: copies of the config's head counts (the weights' shapes confirm them), and its
+        # temperature tuning, refused where it applies (_llama4_features)
+        "num_attention_heads",
+        "num_key_value_heads",
+        "attn_temperature_tuning",
+        "attn_scale",
+        "floor_scale",
     }
 )
 _HF_MLA_ATTRIBUTES = frozenset(
@@ -487,6 +494,9 @@ def _layout(module: nn.Module) -> str:
             f"module must be a transformers attention layer (with config and layer_idx), got {name}"
         )
     children = dict(module.named_children())
+    features = _llama4_features(module)
+    if features:
+        raise ValueError(f"{name} does what mha.full.MHA has no option for: {'; '.join(features)}")
     if "kv_a_proj_with_mqa" in children:
         kind, names, known = "mla", _HF_MLA_NAMES, _HF_MLA_ATTRIBUTES
     else:
@@ -546,6 +556,33 @@ def _layout(module: nn.Module) -> str:
             f"converts {' and '.join(_LAYER_TYPES)} layers"
         )
     return kind
+
+
+def _llama4_features(module: nn.Module) -> list[str]:
+    """What a Llama 4 layer does beyond mha's options, each said: its q/k norm without a weight
+    (after the rotation), its temperature tuning on a layer without rotation, its chunked mask."""
+    said = []
+    norm = getattr(module, "qk_norm", None)
+    if isinstance(norm, nn.Module) and not any(True for _ in norm.parameters()):
+        said.append(
+            f"qk_norm ({type(norm).__name__}): a norm of each query and key head without a "
+            "weight, after the rotation (the config's use_qk_norm); mha's qk_norm has a weight "
+            "and normalises before the rotation"
+        )
+    if getattr(module, "attn_temperature_tuning", False) and not _hf_rotates(module):
+        said.append(
+            "attn_temperature_tuning=True: on this layer without rotation the queries are scaled "
+            f"by log1p(floor((position + 1) / floor_scale)) * attn_scale + 1 (floor_scale="
+            f"{module.floor_scale}, attn_scale={module.attn_scale}), a scale by position mha has "
+            "no option for"
+        )
+    if _layer_type(module) == "chunked_attention":
+        size = getattr(module.config, "attention_chunk_size", None)
+        said.append(
+            f"a layer of type 'chunked_attention' (attention_chunk_size={size}): a query sees "
+            f"only the keys of its own chunk of {size} positions, a mask mha has no option for"
+        )
+    return said
 
 
 def _layer_type(module: nn.Module) -> str | None:
@@ -755,8 +792,9 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             parameter, submodule or attribute ``from_hf`` does not map,
             ``is_causal=False``, a layer type other than full and sliding attention,
             a projection of another shape, a q/k norm over the whole projection
-            or of another formula, a rope type other than default, ``llama3`` and ``yarn``; or
-            the layer, run, computes otherwise than the module built from it.
+            or of another formula, a rope type other than default, ``llama3`` and ``yarn``,
+            Llama 4's q/k norm without a weight, its temperature tuning and its chunked layers
+            (each named); or the layer, run, computes otherwise than the module built from it.
 
     中文:
         构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek 的
@@ -805,8 +843,9 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
                 参数、子模块或属性，``is_causal=False``，完整注意力和滑动
                 窗口注意力以外的层类型，形状不同的投影，对整个投影做的或者公式
-                不同的 q/k 归一化，默认、``llama3``、``yarn`` 之外的 rope 类型；或者运行起来，
-                这个层算出的与由它构建的模块不同。
+                不同的 q/k 归一化，默认、``llama3``、``yarn`` 之外的 rope 类型，Llama 4 不带权重的
+                q/k 归一化、它的温度调节和分块注意力层（逐个写出）；或者运行起来，这个层算出的与
+                由它构建的模块不同。
     """
     kind = _layout(module)
     if kind == "mla":

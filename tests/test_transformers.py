@@ -1,6 +1,7 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
 (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
-GLM-4, gpt-oss, Qwen3-Next's full-attention layers, SmolLM3's layers without rotation), our MLA
+GLM-4, gpt-oss, Qwen3-Next's full-attention layers, SmolLM3's and Llama 4's layers without
+rotation), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -45,6 +46,7 @@ from transformers import (  # noqa: E402
     Glm4Config,
     GptOssConfig,
     GraniteConfig,
+    Llama4TextConfig,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
@@ -73,6 +75,10 @@ from transformers.models.granite.modeling_granite import GraniteAttention  # noq
 from transformers.models.llama.modeling_llama import (  # noqa: E402
     LlamaAttention,
     LlamaRotaryEmbedding,
+)
+from transformers.models.llama4.modeling_llama4 import (  # noqa: E402
+    Llama4TextAttention,
+    Llama4TextRotaryEmbedding,
 )
 from transformers.models.mistral.modeling_mistral import MistralAttention  # noqa: E402
 from transformers.models.mixtral.modeling_mixtral import MixtralAttention  # noqa: E402
@@ -137,6 +143,7 @@ FAMILIES = {
     "gpt_oss": (GptOssConfig, GptOssAttention, GptOssRotaryEmbedding),
     "qwen3_next": (Qwen3NextConfig, Qwen3NextAttention, Qwen3NextRotaryEmbedding),
     "smollm3": (SmolLM3Config, SmolLM3Attention, SmolLM3RotaryEmbedding),
+    "llama4": (Llama4TextConfig, Llama4TextAttention, Llama4TextRotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
@@ -148,7 +155,7 @@ SLIDING_LAYERS["qwen2_moe"] = dict(max_window_layers=64)
 GEMMAS = ("gemma2", "gemma3")
 LAYER_TYPES = (*GEMMAS, "gpt_oss")
 # The families whose config's attention_bias puts a bias on all four projections (and those below)
-BIASED = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "smollm3")
+BIASED = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "smollm3", "llama4")
 # SmolLM3's layer here is one of its NoPE layers (no_rope_layers 0: no rotation), which slide
 # when its config's use_sliding_window is on
 WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES, "smollm3")
@@ -248,6 +255,8 @@ def build(
     if family == "smollm3":  # one layer, without rotation
         options.update(num_hidden_layers=1, no_rope_layers=[0], sliding_window=window)
         options["use_sliding_window"] = window is not None
+    if family == "llama4":  # one NoPE layer (full attention, no q/k norm), its temperature off
+        options.update(num_hidden_layers=1, no_rope_layers=[0], attn_temperature_tuning=False)
     if family in LAYER_TYPES:
         kind = "full_attention" if window is None else "sliding_attention"
         options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
@@ -460,7 +469,7 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert m.W_q.out_features == (64 if m.gate else 32)
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
-    elif family == "smollm3":  # a NoPE layer: no rotation, whatever rope_parameters say
+    elif family in ("smollm3", "llama4"):  # NoPE layers: no rotation, whatever rope_parameters say
         assert m.rope is None
         return
     else:
@@ -646,8 +655,9 @@ def gemmas_norm_on_q_only():
 # Each: the layer, the error, what it says. Phi-3's projection is fused;
 # OLMo 2's q/k norm spans the whole projection (mha.full.MHA has no such option), a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
-# config; Llama 4 carries switches from_hf does not know (a temperature); Cohere 2's full layers
-# do not rotate, which no attribute says, and a layer whose use_rope says it does not rotate
+# config; Llama 4's q/k norm has no weight, its NoPE layers tune a temperature, its other layers
+# are chunked (each refused, named; a NoPE layer with the tuning off converts); Cohere 2's full
+# layers do not rotate, which no attribute says, and a layer whose use_rope says it does not rotate
 # (SmolLM3's NoPE layers) does: the run beside the module built shows each.
 REFUSED = {
     "phi3": (lambda: layer("phi3", "Phi3"), r"Phi3Attention's submodules are o_proj, qkv_proj$"),
@@ -664,9 +674,24 @@ REFUSED = {
         lambda: layer("gemma", "Gemma", use_bidirectional_attention=True),
         r"is_causal=False \(its config's use_bidirectional_attention=True\): it attends both",
     ),
-    "llama4": (
+    "llama4-chunked": (
         lambda: layer("llama4", "Llama4Text", use_qk_norm=False),
-        r"^Llama4TextAttention sets .*attn_temperature_tuning=True.*, which from_hf does not know",
+        r"^Llama4TextAttention does what mha\.full\.MHA has no option for: a layer of type "
+        r"'chunked_attention' \(attention_chunk_size=8192\): a query sees only the keys of its own "
+        r"chunk of 8192 positions, a mask mha has no option for$",
+    ),
+    "llama4-qk-norm": (
+        lambda: layer("llama4", "Llama4Text", num_hidden_layers=1, layer_types=["full_attention"]),
+        r"^Llama4TextAttention does what mha\.full\.MHA has no option for: qk_norm "
+        r"\(Llama4TextL2Norm\): a norm of each query and key head without a weight, after the "
+        r"rotation \(the config's use_qk_norm\); mha's qk_norm has a weight and normalises before",
+    ),
+    "llama4-temperature": (
+        lambda: layer("llama4", "Llama4Text", layer_idx=3),  # its first layer without rotation
+        r"^Llama4TextAttention does what mha\.full\.MHA has no option for: "
+        r"attn_temperature_tuning=True: on this layer without rotation the queries are scaled by "
+        r"log1p\(floor\(\(position \+ 1\) / floor_scale\)\) \* attn_scale \+ 1 \(floor_scale=8192, "
+        r"attn_scale=0\.1\), a scale by position mha has no option for$",
     ),
     "nope-that-rotates": (
         lambda: said_not_to_rotate(layer("llama", "Llama")),
