@@ -124,6 +124,7 @@ TO_TORCH_REFUSES = {
     "softcap": lambda o: f"softcap={o.softcap} (a cap of the attention scores)",
     "sinks": lambda o: "sinks (a learned logit per head in the softmax's denominator)",
     "gate": lambda o: "gate (each head's output times a sigmoid gate computed by W_q)",
+    "temperature": lambda o: f"temperature={o.temperature} (a scale of the queries by position)",
 }
 
 
@@ -451,7 +452,7 @@ _HF_ATTRIBUTES = frozenset(
         "attn_logit_softcapping",  # Gemma 2's soft-cap of the scores: softcap
         "use_rope",  # SmolLM3's and Llama 4's: whether this layer rotates (no_rope_layers): rope
         # Llama 4's: copies of the config's head counts (the weights' shapes confirm them), and its
-        # temperature tuning, refused where it applies (_llama4_features)
+        # temperature tuning (temperature, on its layers without rotation)
         "num_attention_heads",
         "num_key_value_heads",
         "attn_temperature_tuning",
@@ -560,7 +561,7 @@ def _layout(module: nn.Module) -> str:
 
 def _llama4_features(module: nn.Module) -> list[str]:
     """What a Llama 4 layer does beyond mha's options, each said: its q/k norm without a weight
-    (after the rotation), its temperature tuning on a layer without rotation, its chunked mask."""
+    (after the rotation), its chunked mask."""
     said = []
     norm = getattr(module, "qk_norm", None)
     if isinstance(norm, nn.Module) and not any(True for _ in norm.parameters()):
@@ -568,13 +569,6 @@ def _llama4_features(module: nn.Module) -> list[str]:
             f"qk_norm ({type(norm).__name__}): a norm of each query and key head without a "
             "weight, after the rotation (the config's use_qk_norm); mha's qk_norm has a weight "
             "and normalises before the rotation"
-        )
-    if getattr(module, "attn_temperature_tuning", False) and not _hf_rotates(module):
-        said.append(
-            "attn_temperature_tuning=True: on this layer without rotation the queries are scaled "
-            f"by log1p(floor((position + 1) / floor_scale)) * attn_scale + 1 (floor_scale="
-            f"{module.floor_scale}, attn_scale={module.attn_scale}), a scale by position mha has "
-            "no option for"
         )
     if _layer_type(module) == "chunked_attention":
         size = getattr(module.config, "attention_chunk_size", None)
@@ -719,6 +713,12 @@ FROM_HF_FILLS = {
     "sinks": lambda module: isinstance(getattr(module, "sinks", None), nn.Parameter),  # gpt-oss's
     # Qwen3-Next's: a q_proj twice as wide, each head's query then its gate (the probe checks it)
     "gate": lambda module: module.q_proj.out_features == 2 * _heads_width(module),
+    # Llama 4's temperature tuning, which its code applies on its layers without rotation only
+    "temperature": lambda module: (
+        (float(module.attn_scale), float(module.floor_scale))
+        if getattr(module, "attn_temperature_tuning", False) and not _hf_rotates(module)
+        else None
+    ),
 }
 FROM_HF_DEFAULTS = {
     "fast": "True: the fused kernel, which computes what transformers' sdpa and eager paths do",
@@ -793,8 +793,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             ``is_causal=False``, a layer type other than full and sliding attention,
             a projection of another shape, a q/k norm over the whole projection
             or of another formula, a rope type other than default, ``llama3`` and ``yarn``,
-            Llama 4's q/k norm without a weight, its temperature tuning and its chunked layers
-            (each named); or the layer, run, computes otherwise than the module built from it.
+            Llama 4's q/k norm without a weight and its chunked layers (each named); or the
+            layer, run, computes otherwise than the module built from it.
 
     中文:
         构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek 的
@@ -844,7 +844,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
                 参数、子模块或属性，``is_causal=False``，完整注意力和滑动
                 窗口注意力以外的层类型，形状不同的投影，对整个投影做的或者公式
                 不同的 q/k 归一化，默认、``llama3``、``yarn`` 之外的 rope 类型，Llama 4 不带权重的
-                q/k 归一化、它的温度调节和分块注意力层（逐个写出）；或者运行起来，这个层算出的与
+                q/k 归一化和分块注意力层（逐个写出）；或者运行起来，这个层算出的与
                 由它构建的模块不同。
     """
     kind = _layout(module)

@@ -166,6 +166,9 @@ GEMMA_QUERY_SCALAR, GEMMA2_SOFTCAP, GEMMA3_LOCAL_BASE = 12, 0.8, 100.0
 # Granite's attention_multiplier (its scale), and GLM-4's share of each head that rotates (and
 # Qwen3-Next's here: its default, 0.25, would rotate a single dimension of a head of 4)
 GRANITE_MULTIPLIER, GLM4_PARTIAL = 0.3, 0.5
+# Llama 4's temperature tuning, (attn_scale, floor_scale): its floor_scale of 8192 would leave
+# the factor at 1 on the positions here, 2 changes it every other position
+LLAMA4_TEMPERATURE = (0.5, 2)  # its config takes floor_scale as an int
 # The families that rotate part of each head (GLM-4 in interleaved pairs, Qwen3-Next in halves)
 PARTIAL = ("glm4", "qwen3_next")
 # The rope_parameters drawn: each scaling real configs use, at sizes where it changes something
@@ -219,18 +222,20 @@ def build(
     softcap: float = GEMMA2_SOFTCAP,
     query_scalar: float = GEMMA_QUERY_SCALAR,
     partial: float = GLM4_PARTIAL,
+    temperature: tuple[float, float] = LLAMA4_TEMPERATURE,
 ):
     """A transformers attention module of ``family`` with random weights (every parameter drawn,
     the norms' and biases' too, so none is left at a value that hides a mistake), its config and
     its model's rotary embedding. ``softcap`` and ``query_scalar`` are Gemma 2's and 3's,
-    ``partial`` GLM-4's and Qwen3-Next's share of each head that rotates."""
+    ``partial`` GLM-4's and Qwen3-Next's share of each head that rotates, ``temperature``
+    Llama 4's ``(attn_scale, floor_scale)``."""
     config_class, attention_class, rotary_class = FAMILIES[family]
     options = dict(
         hidden_size=24,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
         max_position_embeddings=64,
-        rope_parameters=dict(ROPES[rope]),
+        rope_parameters=dict(ROPES[rope or "default"]),  # None: a layer without rotation
         attention_dropout=0.0,
     )
     if head_dim is not None:
@@ -255,8 +260,9 @@ def build(
     if family == "smollm3":  # one layer, without rotation
         options.update(num_hidden_layers=1, no_rope_layers=[0], sliding_window=window)
         options["use_sliding_window"] = window is not None
-    if family == "llama4":  # one NoPE layer (full attention, no q/k norm), its temperature off
-        options.update(num_hidden_layers=1, no_rope_layers=[0], attn_temperature_tuning=False)
+    if family == "llama4":  # one NoPE layer (full attention, no q/k norm), tuning its temperature
+        options.update(num_hidden_layers=1, no_rope_layers=[0], attn_temperature_tuning=True)
+        options.update(zip(("attn_scale", "floor_scale"), temperature, strict=True))
     if family in LAYER_TYPES:
         kind = "full_attention" if window is None else "sliding_attention"
         options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
@@ -466,6 +472,7 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert m.sink_logits is None or torch.equal(m.sink_logits, theirs["sinks"])
     # Qwen3-Next's gate: q_proj's rows as they are, each head's query then its gate
     assert m.gate == (family == "qwen3_next")
+    assert m.temperature == (LLAMA4_TEMPERATURE if family == "llama4" else None)  # NoPE layers'
     assert m.W_q.out_features == (64 if m.gate else 32)
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
@@ -655,10 +662,10 @@ def gemmas_norm_on_q_only():
 # Each: the layer, the error, what it says. Phi-3's projection is fused;
 # OLMo 2's q/k norm spans the whole projection (mha.full.MHA has no such option), a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
-# config; Llama 4's q/k norm has no weight, its NoPE layers tune a temperature, its other layers
-# are chunked (each refused, named; a NoPE layer with the tuning off converts); Cohere 2's full
-# layers do not rotate, which no attribute says, and a layer whose use_rope says it does not rotate
-# (SmolLM3's NoPE layers) does: the run beside the module built shows each.
+# config; Llama 4's q/k norm has no weight and its layers with rotation are chunked (each refused,
+# named; its NoPE layers, tuning their temperature, convert); Cohere 2's full layers do not
+# rotate, which no attribute says, and a layer whose use_rope says it does not rotate (SmolLM3's
+# NoPE layers) does: the run beside the module built shows each.
 REFUSED = {
     "phi3": (lambda: layer("phi3", "Phi3"), r"Phi3Attention's submodules are o_proj, qkv_proj$"),
     "olmo2": (
@@ -685,13 +692,6 @@ REFUSED = {
         r"^Llama4TextAttention does what mha\.full\.MHA has no option for: qk_norm "
         r"\(Llama4TextL2Norm\): a norm of each query and key head without a weight, after the "
         r"rotation \(the config's use_qk_norm\); mha's qk_norm has a weight and normalises before",
-    ),
-    "llama4-temperature": (
-        lambda: layer("llama4", "Llama4Text", layer_idx=3),  # its first layer without rotation
-        r"^Llama4TextAttention does what mha\.full\.MHA has no option for: "
-        r"attn_temperature_tuning=True: on this layer without rotation the queries are scaled by "
-        r"log1p\(floor\(\(position \+ 1\) / floor_scale\)\) \* attn_scale \+ 1 \(floor_scale=8192, "
-        r"attn_scale=0\.1\), a scale by position mha has no option for$",
     ),
     "nope-that-rotates": (
         lambda: said_not_to_rotate(layer("llama", "Llama")),
