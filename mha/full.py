@@ -87,6 +87,17 @@ def _check_qk_norm(qk_norm: object) -> None:
         )
 
 
+def _check_temperature(temperature: object) -> None:
+    """``temperature`` is ``(attn_scale, floor_scale)``, two positive numbers (Llama 4's)."""
+    if not isinstance(temperature, tuple) or len(temperature) != 2:
+        raise TypeError(
+            "temperature must be a tuple (attn_scale, floor_scale) of two numbers, got "
+            f"{type(temperature).__name__} ({temperature!r})"
+        )
+    for name, value in zip(("attn_scale", "floor_scale"), temperature, strict=True):
+        _check_number(f"temperature's {name}", value, positive=True)
+
+
 def _biased(bias: object) -> set[str]:
     """The projections that have a bias: ``bias`` is a ``bool`` (all or none) or their names."""
     if isinstance(bias, bool):
@@ -135,6 +146,7 @@ class Options:
         softcap: as in [`MHA`][mha.full.MHA].
         sinks: as in [`MHA`][mha.full.MHA].
         gate: as in [`MHA`][mha.full.MHA].
+        temperature: as in [`MHA`][mha.full.MHA].
 
     Examples:
         >>> options = MHA(20, 4, kv_heads=2).options
@@ -174,6 +186,7 @@ class Options:
             softcap: 与 [`MHA`][mha.full.MHA] 相同。
             sinks: 与 [`MHA`][mha.full.MHA] 相同。
             gate: 与 [`MHA`][mha.full.MHA] 相同。
+            temperature: 与 [`MHA`][mha.full.MHA] 相同。
     """
 
     hidden_size: int
@@ -192,6 +205,7 @@ class Options:
     softcap: float | None = None
     sinks: bool = False
     gate: bool = False
+    temperature: tuple[float, float] | None = None
 
     def resolved(self) -> Options:
         """The same options with what follows from the others filled in: ``kv_heads``,
@@ -298,17 +312,23 @@ class MHA(nn.Module):
             so ``W_q.weight`` is ``[heads_num * 2 * head_size, hidden_size]``), and each head's
             output is multiplied by ``sigmoid(gate)`` before ``W_o``. The gate multiplies the
             output after attention, so the fused kernels still run on the fast path.
+        temperature: Llama 4's attention temperature tuning, ``(attn_scale, floor_scale)``: the
+            query at position ``p`` (``len(cache)`` and on) is multiplied by
+            ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1``, computed in float32 as
+            Llama 4 does, so far positions attend more sharply (self-attention only). ``None``
+            (the default) scales no query.
 
     Raises:
         TypeError: a size is not an ``int``, ``dropout`` or ``softcap`` not a number, ``bias``
             neither a ``bool`` nor a tuple of names, ``fast``, ``sinks`` or ``gate`` not a
             ``bool``, ``qk_norm`` neither a ``bool`` nor a string, ``rope`` not a
-            ``RotaryEmbedding``.
+            ``RotaryEmbedding``, ``temperature`` not a tuple of two numbers.
         ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``
             (without ``head_size``), ``heads_num`` not by ``kv_heads``, ``dropout`` is outside
             ``[0, 1)``, ``bias`` names another projection, ``scale``, ``norm_eps`` or
-            ``softcap`` is not positive, ``qk_norm`` is a string other than ``"gemma"`` and ``"projection"``, or
-            ``rope`` rotates more dimensions than a head has.
+            ``softcap`` is not positive, ``qk_norm`` is a string other than ``"gemma"`` and
+            ``"projection"``, ``temperature`` holds a number that is not positive, or ``rope``
+            rotates more dimensions than a head has.
 
     Examples:
         >>> model = MHA(hidden_size=20, heads_num=4, kv_heads=2)
@@ -367,16 +387,21 @@ class MHA(nn.Module):
                 ``2 * head_size`` 行，与 Qwen3-Next 的 ``q_proj`` 排法相同，所以 ``W_q.weight`` 是
                 ``[heads_num * 2 * head_size, hidden_size]``），每个头的输出在进 ``W_o`` 之前乘上
                 ``sigmoid(gate)``。门控乘在注意力算完之后的输出上，所以快速路径照样用融合算子。
+            temperature: Llama 4 的注意力温度调节，``(attn_scale, floor_scale)``：位置 ``p``
+                （从 ``len(cache)`` 数起）上的查询乘以
+                ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1``，与 Llama 4 一样在 float32
+                里算，于是越远的位置注意力越集中（只用于自注意力）。默认 ``None`` 表示不缩放查询。
 
         异常：
             TypeError: 尺寸不是 ``int``，``dropout`` 或 ``softcap`` 不是数，``bias`` 既不是
                 ``bool`` 也不是名字组成的元组，``fast``、``sinks`` 或 ``gate`` 不是 ``bool``，``qk_norm``
-                既不是 ``bool`` 也不是字符串，``rope`` 不是 ``RotaryEmbedding``。
+                既不是 ``bool`` 也不是字符串，``rope`` 不是 ``RotaryEmbedding``，``temperature``
+                不是两个数组成的元组。
             ValueError: 尺寸不是正数，（没给 ``head_size`` 时）``hidden_size`` 不能被
                 ``heads_num`` 整除，``heads_num`` 不能被 ``kv_heads`` 整除，``dropout`` 不在
                 ``[0, 1)`` 之内，``bias`` 里有别的投影名，``scale``、``norm_eps`` 或 ``softcap``
-                不是正数，``qk_norm`` 是 ``"gemma"`` 和 ``"projection"`` 以外的字符串，或者 ``rope`` 要旋转的维度比
-                一个头的还多。
+                不是正数，``qk_norm`` 是 ``"gemma"`` 和 ``"projection"`` 以外的字符串，
+                ``temperature`` 里有不是正数的数，或者 ``rope`` 要旋转的维度比一个头的还多。
     """
 
     def __init__(
@@ -398,6 +423,7 @@ class MHA(nn.Module):
         softcap: float | None = None,
         sinks: bool = False,
         gate: bool = False,
+        temperature: tuple[float, float] | None = None,
     ):
         super().__init__()
         kv_heads = heads_num if kv_heads is None else kv_heads
@@ -426,6 +452,8 @@ class MHA(nn.Module):
             raise ValueError(f"softcap must be a finite positive float, got {softcap}")
         if window is not None:
             _check_length("window", window, positive=True)
+        if temperature is not None:
+            _check_temperature(temperature)
         if rope is not None and not isinstance(rope, RotaryEmbedding):
             raise TypeError(f"rope must be a mha.rope.RotaryEmbedding, got {type(rope).__name__}")
         if rope is not None and rope.rotary_dims > head_size:
@@ -451,6 +479,7 @@ class MHA(nn.Module):
         self.softcap = None if softcap is None else float(softcap)
         self.sinks = sinks
         self.gate = gate
+        self.temperature = None if temperature is None else tuple(map(float, temperature))
 
         # 查询投影与纯享版相同；键和值只投影到 kv_heads 个头（分组查询注意力时少于 heads_num），
         # 输入是 context_size 维（默认就是 hidden_size）
@@ -584,7 +613,7 @@ class MHA(nn.Module):
                 context's keys and values and later calls read them instead of projecting the
                 context again. A cache belongs to the first module that uses it.
             need_weights: also return the attention weights (computed by the written-out path).
-            positions: with ``rope``, the positions of ``x``'s rows: ``[q_len]`` (or
+            positions: with ``rope`` (or ``temperature``), the positions of ``x``'s rows: ``[q_len]`` (or
                 ``[1, q_len]``, transformers' default ``position_ids``), or
                 ``[batch_size, q_len]`` when each row has its own (a left-padded batch). ``None``
                 (the default) means ``len(cache) + arange(q_len)``: the positions right after
@@ -606,8 +635,8 @@ class MHA(nn.Module):
             ValueError: an input, the mask or ``positions`` has the wrong shape or device;
                 ``cache`` belongs to another module, holds self-attention's keys when given
                 ``context`` (or the reverse), or holds a context of another batch size or length;
-                ``positions`` without ``rope``, ``context`` with it, or a ``window`` without
-                ``is_causal``.
+                ``positions`` without ``rope`` or ``temperature``, ``context`` with either, or a
+                ``window`` without ``is_causal``.
 
         Examples:
             >>> model = MHA(20, 4)
@@ -638,7 +667,7 @@ class MHA(nn.Module):
                     全部的键和值做注意力。同时给了 ``context`` 时，第一次调用把上下文的键和值存进
                     缓存，之后的调用直接读取，不再投影上下文。缓存属于第一个使用它的模块。
                 need_weights: 同时返回注意力权重（由逐步计算的路径算出）。
-                positions: 有 ``rope`` 时，``x`` 各行的位置：``[q_len]``（或者 ``[1, q_len]``，即
+                positions: 有 ``rope``（或 ``temperature``）时，``x`` 各行的位置：``[q_len]``（或者 ``[1, q_len]``，即
                     transformers 默认的 ``position_ids``）；每一行各有各的位置时
                     （左填充的一批）是 ``[batch_size, q_len]``。默认 ``None`` 表示
                     ``len(cache) + arange(q_len)``：紧接在缓存里已有的位置之后（没有缓存时就是
@@ -659,8 +688,8 @@ class MHA(nn.Module):
                 TypeError: 输入、掩码、缓存或 ``positions`` 的类型或 dtype 不对。
                 ValueError: 输入、掩码或 ``positions`` 的形状、设备不对；``cache`` 属于另一个模块，
                     给了 ``context`` 却存着自注意力的键（或者反过来），或者存的上下文批大小、长度
-                    与这次不同；没有 ``rope`` 却给了 ``positions``，有 ``rope`` 却给了
-                    ``context``，或者有 ``window`` 却没有 ``is_causal``。
+                    与这次不同；没有 ``rope`` 和 ``temperature`` 却给了 ``positions``，有其中之一
+                    却给了 ``context``，或者有 ``window`` 却没有 ``is_causal``。
 
         """
         # 检查输入；交叉注意力时，键和值来自 context，否则来自 x 本身
@@ -735,6 +764,21 @@ class MHA(nn.Module):
             turns = self.rope(positions) if rotations is None else rotations
             q = self.rope.rotate(q, *turns)  # [batch_size, heads_num, q_len, head_size]
             k = self.rope.rotate(k, *turns)  # [batch_size, kv_heads, q_len, head_size]
+
+        if self.temperature is not None:
+            # Llama 4 的温度调节：位置 p 上的查询乘以 log1p(floor((p + 1) / floor_scale)) * attn_scale + 1，
+            # 在 float32 里算（与它的代码相同）
+            # Llama 4's temperature tuning: the query at position p times
+            # log1p(floor((p + 1) / floor_scale)) * attn_scale + 1, in float32 (as its code does)
+            # （位置取调用者给的，或者紧接在缓存之后的，与旋转相同）
+            # (the caller's positions, or those right after the cache's, as for the rotation)
+            attn_scale, floor_scale = self.temperature
+            if positions is None and static:
+                positions = cache.next_positions(x.size(1), x.device)  # [q_len], from a tensor
+            elif positions is None:
+                positions = torch.arange(held, held + x.size(1), device=x.device)  # [q_len]
+            tuned = torch.log1p(torch.floor((positions.float() + 1.0) / floor_scale)) * attn_scale + 1.0  # [..., q_len]
+            q = (q * tuned.unsqueeze(-1).unsqueeze(-3)).to(q.dtype)  # [batch_size, heads_num, q_len, head_size]
 
         if cache is not None:
             # 有缓存时：把新的键和值接在缓存后面（上下文的键和值只在第一次调用时存入），对全部键和值做注意力。
@@ -965,6 +1009,11 @@ class MHA(nn.Module):
                 f"this MHA has a sliding window (window={self.window}), which applies to causal "
                 "attention: pass is_causal=True"
             )
+        if self.temperature is not None and context is not None:
+            raise ValueError(
+                "this MHA tunes a temperature (temperature), which scales self-attention's "
+                "queries by their positions: context= (cross-attention) is refused"
+            )
         if self.rope is not None and context is not None:
             raise ValueError(
                 "this MHA has rotary embeddings (rope), which rotate self-attention's queries and "
@@ -974,8 +1023,11 @@ class MHA(nn.Module):
             _check_rotations(rotations, positions, x, self.rope)
         if positions is None:
             return
-        if self.rope is None:
-            raise ValueError("positions are what rope rotates by, and this MHA has no rope")
+        if self.rope is None and self.temperature is None:
+            raise ValueError(
+                "positions are what rope rotates by (and temperature scales by), and this MHA has "
+                "neither"
+            )
         _check_positions(positions, x)
 
     def _check_context(self, context: Tensor, x: Tensor) -> Tensor:

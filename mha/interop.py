@@ -124,6 +124,7 @@ TO_TORCH_REFUSES = {
     "softcap": lambda o: f"softcap={o.softcap} (a cap of the attention scores)",
     "sinks": lambda o: "sinks (a learned logit per head in the softmax's denominator)",
     "gate": lambda o: "gate (each head's output times a sigmoid gate computed by W_q)",
+    "temperature": lambda o: f"temperature={o.temperature} (a scale of the queries by position)",
 }
 
 
@@ -449,7 +450,14 @@ _HF_ATTRIBUTES = frozenset(
         "sliding_window",
         "is_sliding",  # Gemma 3's: whether sliding_window is set, read through it
         "attn_logit_softcapping",  # Gemma 2's soft-cap of the scores: softcap
-        "use_rope",  # SmolLM3's: whether this layer rotates (its config's no_rope_layers): rope
+        "use_rope",  # SmolLM3's and Llama 4's: whether this layer rotates (no_rope_layers): rope
+        # Llama 4's: copies of the config's head counts (the weights' shapes confirm them), and its
+        # temperature tuning (temperature, on its layers without rotation)
+        "num_attention_heads",
+        "num_key_value_heads",
+        "attn_temperature_tuning",
+        "attn_scale",
+        "floor_scale",
     }
 )
 _HF_MLA_ATTRIBUTES = frozenset(
@@ -487,6 +495,9 @@ def _layout(module: nn.Module) -> str:
             f"module must be a transformers attention layer (with config and layer_idx), got {name}"
         )
     children = dict(module.named_children())
+    features = _llama4_features(module)
+    if features:
+        raise ValueError(f"{name} does what mha.full.MHA has no option for: {'; '.join(features)}")
     if "kv_a_proj_with_mqa" in children:
         kind, names, known = "mla", _HF_MLA_NAMES, _HF_MLA_ATTRIBUTES
     else:
@@ -546,6 +557,26 @@ def _layout(module: nn.Module) -> str:
             f"converts {' and '.join(_LAYER_TYPES)} layers"
         )
     return kind
+
+
+def _llama4_features(module: nn.Module) -> list[str]:
+    """What a Llama 4 layer does beyond mha's options, each said: its q/k norm without a weight
+    (after the rotation), its chunked mask."""
+    said = []
+    norm = getattr(module, "qk_norm", None)
+    if isinstance(norm, nn.Module) and not any(True for _ in norm.parameters()):
+        said.append(
+            f"qk_norm ({type(norm).__name__}): a norm of each query and key head without a "
+            "weight, after the rotation (the config's use_qk_norm); mha's qk_norm has a weight "
+            "and normalises before the rotation"
+        )
+    if _layer_type(module) == "chunked_attention":
+        size = getattr(module.config, "attention_chunk_size", None)
+        said.append(
+            f"a layer of type 'chunked_attention' (attention_chunk_size={size}): a query sees "
+            f"only the keys of its own chunk of {size} positions, a mask mha has no option for"
+        )
+    return said
 
 
 def _layer_type(module: nn.Module) -> str | None:
@@ -703,6 +734,12 @@ FROM_HF_FILLS = {
     "sinks": lambda module: isinstance(getattr(module, "sinks", None), nn.Parameter),  # gpt-oss's
     # Qwen3-Next's: a q_proj twice as wide, each head's query then its gate (the probe checks it)
     "gate": lambda module: module.q_proj.out_features == 2 * _heads_width(module),
+    # Llama 4's temperature tuning, which its code applies on its layers without rotation only
+    "temperature": lambda module: (
+        (float(module.attn_scale), float(module.floor_scale))
+        if getattr(module, "attn_temperature_tuning", False) and not _hf_rotates(module)
+        else None
+    ),
 }
 FROM_HF_DEFAULTS = {
     "fast": "True: the fused kernel, which computes what transformers' sdpa and eager paths do",
@@ -776,9 +813,10 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         ValueError: the layer does what ``mha`` does not, and the message names it: a
             parameter, submodule or attribute ``from_hf`` does not map,
             ``is_causal=False``, a layer type other than full and sliding attention,
-            a projection of another shape (a gated query), a q/k norm of another formula,
-            a rope type other than default, ``llama3`` and ``yarn``; or
-            the layer, run, computes otherwise than the module built from it.
+            a projection of another shape, a q/k norm of another formula, a rope type other
+            than default, ``llama3`` and ``yarn``, Llama 4's q/k norm without a weight and its
+            chunked layers (each named); or the layer, run, computes otherwise than the module
+            built from it.
 
     中文:
         构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek 的
@@ -827,9 +865,9 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
                 （比如合并成一个的 ``qkv_proj``）；错误信息会列出它的子模块。
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
                 参数、子模块或属性，``is_causal=False``，完整注意力和滑动
-                窗口注意力以外的层类型，形状不同的投影（带门控的查询），公式不同的 q/k 归一化，
-                默认、``llama3``、``yarn`` 之外的 rope 类型；或者运行起来，这个层算出的与由它
-                构建的模块不同。
+                窗口注意力以外的层类型，形状不同的投影，公式不同的 q/k 归一化，默认、``llama3``、
+                ``yarn`` 之外的 rope 类型，Llama 4 不带权重的 q/k 归一化和分块注意力层（逐个写出）；
+                或者运行起来，这个层算出的与由它构建的模块不同。
     """
     kind = _layout(module)
     if kind == "mla":

@@ -61,6 +61,7 @@ class Run:
     softcap: float | None = None  # Gemma 2's cap of the scores (the written-out path runs)
     sinks: bool = False  # gpt-oss's logit per head in the softmax (the written-out path runs)
     gate: bool = False  # Qwen3-Next's sigmoid gate on each head's output (W_q computes it)
+    temperature: tuple[float, float] | None = None  # Llama 4's query scale by position
 
     class_name: ClassVar[str] = "MHA"
 
@@ -84,6 +85,7 @@ class Run:
             softcap=self.softcap,
             sinks=self.sinks,
             gate=self.gate,
+            temperature=self.temperature,
         )
 
     def call(self, namespace: dict) -> Call:
@@ -299,6 +301,32 @@ RUNS = [
         is_causal=True,
     ),
     Run("cross/math/gate/bool-2d", **SITE, src_len=7, gate=True, fast=False, mask="bool-2d"),
+    Run(
+        "today/fast/temperature/cache/padding/causal",
+        **TODAY,
+        temperature=(0.5, 2.0),  # Llama 4's NoPE layers: no rope, the queries scaled by position
+        cached=5,
+        mask="padding",
+        is_causal=True,
+    ),
+    Run(
+        "today/fast/temperature/rope/causal",
+        **TODAY,
+        rotary_dims=6,
+        temperature=(0.5, 2.0),
+        is_causal=True,
+    ),
+    Run(
+        "today/math/temperature/static-cache/padding/causal",
+        **TODAY,
+        temperature=(0.5, 2.0),
+        fast=False,
+        cached=4,
+        mask="padding",
+        is_causal=True,
+        max_len=10,
+        static=True,
+    ),
     Run(
         "cross/today/math/qk_norm/scale/float-2d",
         **TODAY,

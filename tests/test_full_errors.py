@@ -183,6 +183,45 @@ def test_softcap_not_a_positive_finite_number_raises_by_name(value, error, messa
     assert raised_in_mha(e)
 
 
+TWO_NUMBERS = "temperature must be a tuple (attn_scale, floor_scale) of two numbers, got "
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        pytest.param(0.1, TypeError, TWO_NUMBERS + "float (0.1)", id="float"),
+        pytest.param([0.1, 8.0], TypeError, TWO_NUMBERS + "list ([0.1, 8.0])", id="list"),
+        pytest.param((0.1,), TypeError, TWO_NUMBERS + "tuple ((0.1,))", id="one"),
+        pytest.param(
+            ("0.1", 8.0),
+            TypeError,
+            "temperature's attn_scale must be a float, got str ('0.1')",
+            id="str",
+        ),
+        pytest.param(
+            (0.1, 0), ValueError, "temperature's floor_scale must be positive, got 0", id="zero"
+        ),
+        pytest.param(
+            (-0.1, 8.0),
+            ValueError,
+            "temperature's attn_scale must be positive, got -0.1",
+            id="negative",
+        ),
+    ],
+)
+def test_temperature_not_two_positive_numbers_raises_by_name(value, error, message):
+    with raises(error, message) as e:
+        MHA(20, 4, temperature=value)
+    assert raised_in_mha(e)
+
+
+def test_temperature_with_a_context_is_refused():
+    m = MHA(20, 4, temperature=(0.1, 8.0))
+    with raises(ValueError, "context= (cross-attention) is refused") as e:
+        m(torch.randn(2, 3, 20), torch.randn(2, 5, 20))
+    assert raised_in_mha(e)
+
+
 @pytest.mark.parametrize("name", ["is_causal", "need_weights"])
 @pytest.mark.parametrize(
     ("value", "actual"),

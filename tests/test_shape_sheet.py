@@ -16,8 +16,8 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
     """The sheet's calls take the math path with boolean masks and the 2017 layer's options: the
     rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
     of today's options (q/k norm, rotary embeddings, a sliding window's cache and its call longer
-    than max_len, a given scale, a soft-cap, sinks, norms of the projections, a gate) and of a
-    static cache, which their own chapter traces."""
+    than max_len, a given scale, a soft-cap, sinks, norms of the projections, a gate, a
+    temperature) and of a static cache, which their own chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
     lines = source.splitlines()
@@ -27,11 +27,13 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         lines[n - 1].split("=", 1)[1].split("#")[0].strip() for n in commented - shown
     )
     assert left_out == [
+        "(q * tuned.unsqueeze(-1).unsqueeze(-3)).to(q.dtype)",  # Llama 4's temperature
         "and_causal(attn_mask, seen)",  # a static cache's mask of the slots held
         "attn_mask[..., -k.size(2) :]",
         "cache.keys",  # held_keys: a sliding window's call longer than the cache's max_len
         "cache.keys",  # a static cache's whole buffer
-        "cache.next_positions(x.size(1), x.device)",  # a static cache's positions, twice
+        "cache.next_positions(x.size(1), x.device)",  # a static cache's positions, 3 times
+        "cache.next_positions(x.size(1), x.device)",
         "cache.next_positions(x.size(1), x.device)",
         "cache.values",
         "cache.values",
@@ -53,9 +55,11 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "self.rope.rotate(q, *turns)",
         "self.sink_logits.to(dtype).view(1, -1, 1, 1).expand(*qk.shape[:-1], 1)",  # gpt-oss's sinks
         "torch.arange(held, held + x.size(1), device=x.device)",
+        "torch.arange(held, held + x.size(1), device=x.device)",  # Llama 4's temperature
         "torch.cat([held_keys, k.to(v.dtype)], dim=2)",
         "torch.cat([held_values, v], dim=2)",
         "torch.cat([qk, sink], dim=-1)",
+        "torch.log1p(torch.floor((positions.float() + 1.0) / floor_scale)) * attn_scale + 1.0",
         "torch.matmul(q.to(dtype), k.transpose(-2, -1)) * self.scale",
         "torch.softmax(qk, dim=-1)[..., :-1].to(q.dtype)",
         "torch.tanh(qk / self.softcap) * self.softcap",  # Gemma 2's soft-cap

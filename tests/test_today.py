@@ -9,6 +9,8 @@ at 0, shown failing), a sliding window's cache that stops growing, trained throu
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import given
@@ -533,3 +535,38 @@ def test_with_a_gate_fast_keeps_the_fused_kernel_and_decoding_equals_one_forward
     assert_close(torch.cat(parts, dim=1), whole)
     m.fast = False
     assert_close(m(x, is_causal=True), whole)
+
+
+# ---- Llama 4: each query scaled by a temperature of its position ---------------------------------
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_temperature_scales_each_query_by_log1p_of_its_floored_position(fast):
+    """Position p's query times log1p(floor((p + 1) / floor_scale)) * attn_scale + 1 (float32),
+    then attention as without: the scores of a module without temperature, times that factor."""
+    torch.manual_seed(0)
+    m = MHA(20, 4, kv_heads=2, temperature=(0.5, 2.0), fast=fast).double()
+    plain = MHA(20, 4, kv_heads=2, fast=False).double()
+    plain.load_state_dict(m.state_dict())
+    x = torch.randn(2, 7, 20, dtype=torch.float64)
+    factor = torch.log1p(torch.floor((torch.arange(7.0) + 1) / 2.0)) * 0.5 + 1  # [7]
+    exact = torch.tensor([1.0, 1 + 0.5 * math.log(2), 1 + 0.5 * math.log(2)])  # p = 0, 1, 2
+    assert (factor[:3] - exact).abs().max() < 1e-6  # float32's rounding
+    _, weights = plain(x, is_causal=True, need_weights=True)
+    scores = torch.log(weights)  # the causal row's log-softmax: scores up to a constant
+    m.fast = False
+    _, tuned = m(x, is_causal=True, need_weights=True)
+    expected = torch.softmax(scores * factor.double().view(7, 1), dim=-1)
+    assert_close(tuned, expected)
+    m.fast = fast
+    # decoding from a cache continues the positions: the same output as one forward
+    whole, cache = m(x, is_causal=True), KVCache()
+    parts = [m(x[:, :3], is_causal=True, cache=cache)]
+    parts += [m(x[:, i : i + 1], is_causal=True, cache=cache) for i in range(3, 7)]
+    assert_close(torch.cat(parts, dim=1), whole)
+    assert "temperature=(0.5, 2.0)" in m.extra_repr()
+    # each row at its own positions (a left-padded batch): each row as alone at those
+    rows = torch.stack([torch.arange(7), torch.arange(3, 10)])  # [2, 7]
+    both = m(x, is_causal=True, positions=rows)
+    assert_close(both[:1], m(x[:1], is_causal=True))
+    assert_close(both[1:], m(x[1:], is_causal=True, positions=torch.arange(3, 10)))

@@ -1,6 +1,7 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
 (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
-GLM-4, gpt-oss, Qwen3-Next's full-attention layers, SmolLM3's layers without rotation), our MLA
+GLM-4, gpt-oss, Qwen3-Next's full-attention layers, SmolLM3's and Llama 4's layers without
+rotation), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -45,6 +46,7 @@ from transformers import (  # noqa: E402
     Glm4Config,
     GptOssConfig,
     GraniteConfig,
+    Llama4TextConfig,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
@@ -74,6 +76,10 @@ from transformers.models.granite.modeling_granite import GraniteAttention  # noq
 from transformers.models.llama.modeling_llama import (  # noqa: E402
     LlamaAttention,
     LlamaRotaryEmbedding,
+)
+from transformers.models.llama4.modeling_llama4 import (  # noqa: E402
+    Llama4TextAttention,
+    Llama4TextRotaryEmbedding,
 )
 from transformers.models.mistral.modeling_mistral import MistralAttention  # noqa: E402
 from transformers.models.mixtral.modeling_mixtral import MixtralAttention  # noqa: E402
@@ -140,6 +146,7 @@ FAMILIES = {
     "olmo2": (Olmo2Config, Olmo2Attention, LlamaRotaryEmbedding),  # q/k norms of the projections
     "qwen3_next": (Qwen3NextConfig, Qwen3NextAttention, Qwen3NextRotaryEmbedding),
     "smollm3": (SmolLM3Config, SmolLM3Attention, SmolLM3RotaryEmbedding),
+    "llama4": (Llama4TextConfig, Llama4TextAttention, Llama4TextRotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
@@ -151,7 +158,7 @@ SLIDING_LAYERS["qwen2_moe"] = dict(max_window_layers=64)
 GEMMAS = ("gemma2", "gemma3")
 LAYER_TYPES = (*GEMMAS, "gpt_oss")
 # The families whose config's attention_bias puts a bias on all four projections (and those below)
-BIASED = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "smollm3")
+BIASED = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "smollm3", "llama4")
 # SmolLM3's layer here is one of its NoPE layers (no_rope_layers 0: no rotation), which slide
 # when its config's use_sliding_window is on
 WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES, "smollm3")
@@ -162,6 +169,9 @@ GEMMA_QUERY_SCALAR, GEMMA2_SOFTCAP, GEMMA3_LOCAL_BASE = 12, 0.8, 100.0
 # Granite's attention_multiplier (its scale), and GLM-4's share of each head that rotates (and
 # Qwen3-Next's here: its default, 0.25, would rotate a single dimension of a head of 4)
 GRANITE_MULTIPLIER, GLM4_PARTIAL = 0.3, 0.5
+# Llama 4's temperature tuning, (attn_scale, floor_scale): its floor_scale of 8192 would leave
+# the factor at 1 on the positions here, 2 changes it every other position
+LLAMA4_TEMPERATURE = (0.5, 2)  # its config takes floor_scale as an int
 # The families that rotate part of each head (GLM-4 in interleaved pairs, Qwen3-Next in halves)
 PARTIAL = ("glm4", "qwen3_next")
 # The rope_parameters drawn: each scaling real configs use, at sizes where it changes something
@@ -215,18 +225,20 @@ def build(
     softcap: float = GEMMA2_SOFTCAP,
     query_scalar: float = GEMMA_QUERY_SCALAR,
     partial: float = GLM4_PARTIAL,
+    temperature: tuple[float, float] = LLAMA4_TEMPERATURE,
 ):
     """A transformers attention module of ``family`` with random weights (every parameter drawn,
     the norms' and biases' too, so none is left at a value that hides a mistake), its config and
     its model's rotary embedding. ``softcap`` and ``query_scalar`` are Gemma 2's and 3's,
-    ``partial`` GLM-4's and Qwen3-Next's share of each head that rotates."""
+    ``partial`` GLM-4's and Qwen3-Next's share of each head that rotates, ``temperature``
+    Llama 4's ``(attn_scale, floor_scale)``."""
     config_class, attention_class, rotary_class = FAMILIES[family]
     options = dict(
         hidden_size=24,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
         max_position_embeddings=64,
-        rope_parameters=dict(ROPES[rope]),
+        rope_parameters=dict(ROPES[rope or "default"]),  # None: a layer without rotation
         attention_dropout=0.0,
     )
     if head_dim is not None:
@@ -251,6 +263,9 @@ def build(
     if family == "smollm3":  # one layer, without rotation
         options.update(num_hidden_layers=1, no_rope_layers=[0], sliding_window=window)
         options["use_sliding_window"] = window is not None
+    if family == "llama4":  # one NoPE layer (full attention, no q/k norm), tuning its temperature
+        options.update(num_hidden_layers=1, no_rope_layers=[0], attn_temperature_tuning=True)
+        options.update(zip(("attn_scale", "floor_scale"), temperature, strict=True))
     if family in LAYER_TYPES:
         kind = "full_attention" if window is None else "sliding_attention"
         options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
@@ -463,10 +478,11 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert m.sink_logits is None or torch.equal(m.sink_logits, theirs["sinks"])
     # Qwen3-Next's gate: q_proj's rows as they are, each head's query then its gate
     assert m.gate == (family == "qwen3_next")
+    assert m.temperature == (LLAMA4_TEMPERATURE if family == "llama4" else None)  # NoPE layers'
     assert m.W_q.out_features == (64 if m.gate else 32)
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
-    elif family == "smollm3":  # a NoPE layer: no rotation, whatever rope_parameters say
+    elif family in ("smollm3", "llama4"):  # NoPE layers: no rotation, whatever rope_parameters say
         assert m.rope is None
         return
     else:
@@ -651,9 +667,10 @@ def gemmas_norm_on_q_only():
 
 # Each: the layer, the error, what it says. Phi-3's projection is fused; a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
-# config; Llama 4 carries switches from_hf does not know (a temperature); Cohere 2's full layers
-# do not rotate, which no attribute says, and a layer whose use_rope says it does not rotate
-# (SmolLM3's NoPE layers) does: the run beside the module built shows each.
+# config; Llama 4's q/k norm has no weight and its layers with rotation are chunked (each refused,
+# named; its NoPE layers, tuning their temperature, convert); Cohere 2's full layers do not
+# rotate, which no attribute says, and a layer whose use_rope says it does not rotate (SmolLM3's
+# NoPE layers) does: the run beside the module built shows each.
 REFUSED = {
     "phi3": (lambda: layer("phi3", "Phi3"), r"Phi3Attention's submodules are o_proj, qkv_proj$"),
     "olmo-clip": (
@@ -664,9 +681,17 @@ REFUSED = {
         lambda: layer("gemma", "Gemma", use_bidirectional_attention=True),
         r"is_causal=False \(its config's use_bidirectional_attention=True\): it attends both",
     ),
-    "llama4": (
+    "llama4-chunked": (
         lambda: layer("llama4", "Llama4Text", use_qk_norm=False),
-        r"^Llama4TextAttention sets .*attn_temperature_tuning=True.*, which from_hf does not know",
+        r"^Llama4TextAttention does what mha\.full\.MHA has no option for: a layer of type "
+        r"'chunked_attention' \(attention_chunk_size=8192\): a query sees only the keys of its own "
+        r"chunk of 8192 positions, a mask mha has no option for$",
+    ),
+    "llama4-qk-norm": (
+        lambda: layer("llama4", "Llama4Text", num_hidden_layers=1, layer_types=["full_attention"]),
+        r"^Llama4TextAttention does what mha\.full\.MHA has no option for: qk_norm "
+        r"\(Llama4TextL2Norm\): a norm of each query and key head without a weight, after the "
+        r"rotation \(the config's use_qk_norm\); mha's qk_norm has a weight and normalises before",
     ),
     "nope-that-rotates": (
         lambda: said_not_to_rotate(layer("llama", "Llama")),

@@ -58,6 +58,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "softcap": lambda: {"softcap": 2.0},
     "sinks": lambda: {"sinks": True},
     "gate": lambda: {"gate": True},
+    "temperature": lambda: {"temperature": (0.5, 2.0)},
 }
 REQUIRED = ("hidden_size", "heads_num")
 

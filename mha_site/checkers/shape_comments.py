@@ -237,15 +237,18 @@ def check_full(
     return FullReport(reports, never_ran, never_checked, stray)
 
 
-# Names equal by construction inside a block: `forward` refuses context= with rotary embeddings,
-# so under `if self.rope is not None:` the keys come from x, and src_len is q_len; so they do in
-# the block of a sliding window's long call, which is self-attention only.
+# Names equal by construction inside a block: `forward` refuses context= with rotary embeddings
+# (and with a temperature), so under `if self.rope is not None:` the keys come from x, and
+# src_len is q_len; so they do in the block of a sliding window's long call, which is
+# self-attention only.
 SAME_IN_BLOCK = {
     "self.rope is not None": {frozenset({"q_len", "src_len"})},
     "context is None and self.window is not None and cache.overflows(k.size(2))": {
         frozenset({"q_len", "src_len"})
     },
     "static": {frozenset({"q_len", "src_len"})},  # a static cache holds self-attention only
+    # forward refuses context= with a temperature too: its queries' positions are self-attention's
+    "self.temperature is not None": {frozenset({"q_len", "src_len"})},
 }
 
 
