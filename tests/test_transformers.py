@@ -603,14 +603,18 @@ def gemmas_norm_on_q_only():
     return qwen3_with_norms(randomised(Gemma3RMSNorm(8), 1), module.k_norm)
 
 
-# Each: the layer, the error, what it says. Phi-3's projection is fused;
+# Each: the layer, the error, what it says. GPT-NeoX's projection is fused under another name
+# (query_key_value, its heads' q, k and v interleaved, not Phi-3's qkv_proj);
 # OLMo 2's q/k norm spans the whole projection (mha.full.MHA has no such option), a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
 # config; Qwen3-Next's query projection is twice as wide (a gate); Llama 4 and SmolLM3 carry
 # switches from_hf does not know (a temperature, layers without rotation); Cohere 2's full layers
 # do not rotate, which no attribute says: the run beside the module built shows it.
 REFUSED = {
-    "phi3": (lambda: layer("phi3", "Phi3"), r"Phi3Attention's submodules are o_proj, qkv_proj$"),
+    "gpt-neox": (
+        lambda: layer("gpt_neox", "GPTNeoX"),
+        r"GPTNeoXAttention's submodules are query_key_value, dense$",
+    ),
     "olmo2": (
         lambda: layer("olmo2", "Olmo2"),
         r"^Olmo2Attention\.q_norm\.weight is \[32\], expected \[head_dim\] = \[8\]: .* the "
@@ -669,9 +673,45 @@ REFUSED = {
 @pytest.mark.parametrize("case", list(REFUSED))
 def test_a_layer_that_differs_is_refused_naming_what_differs(case):
     built, said = REFUSED[case]
-    error = TypeError if case == "phi3" else ValueError
+    error = TypeError if case == "gpt-neox" else ValueError
     with pytest.raises(error, match=said):
         from_hf(built())
+
+
+def test_phi3s_fused_projection_is_split_into_w_q_w_k_w_v_and_fused_back():
+    # Phi-3's qkv_proj: the query's 4 heads' rows, then the key's 2, then the value's 2 (of 6
+    # dims: its heads are hidden_size // num_attention_heads wide); prefill and decoding equal
+    from transformers.models.phi3.modeling_phi3 import Phi3Attention, Phi3RotaryEmbedding
+
+    from mha.interop import to_hf
+
+    config = transformers.Phi3Config(
+        hidden_size=24, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64
+    )
+    config._attn_implementation = "sdpa"
+    module = randomised(Phi3Attention(config, layer_idx=0).double().eval(), 0)
+    m = from_hf(module)
+    fused = module.qkv_proj.weight
+    assert torch.equal(torch.cat([m.W_q.weight, m.W_k.weight, m.W_v.weight]), fused)
+    assert [m.W_q.out_features, m.W_k.out_features, m.W_v.out_features] == [24, 12, 12]
+    rotary, theirs, ours = Phi3RotaryEmbedding(config), DynamicCache(config=config), KVCache()
+    x = torch.randn(2, 5, 24, dtype=torch.float64)
+    positions = torch.arange(5).expand(2, -1)
+    mask = additive_mask(positions, positions, None, torch.float64)
+    expected = hf_call(module, rotary, x, positions, mask, theirs)
+    with torch.no_grad():
+        assert_matches(m(x, is_causal=True, cache=ours), expected)
+        x = torch.randn(2, 1, 24, dtype=torch.float64)
+        position = torch.full((2, 1), 5)
+        mask = additive_mask(position, torch.arange(6).expand(2, -1), None, torch.float64)
+        expected = hf_call(module, rotary, x, position, mask, theirs)
+        assert_matches(m(x, is_causal=True, cache=ours), expected)
+    # back: W_q, W_k and W_v changed on mha's side are the fused rows, in that order
+    with torch.no_grad():
+        m.W_k.weight.mul_(2.0)
+    again = to_hf(m, Phi3Attention(config, layer_idx=0).double())
+    assert torch.equal(again.qkv_proj.weight[24:36], 2.0 * fused[24:36])
+    assert torch.equal(again.qkv_proj.weight[36:], fused[36:])
 
 
 def test_a_layer_that_rotates_whole_heads_whatever_the_config_says_is_converted_so():
