@@ -757,8 +757,10 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     ``query_pre_attn_scalar ** -0.5``), ``qk_norm`` (Qwen3, Qwen3-MoE: an RMSNorm of each head;
     Gemma 3's ``(1 + weight)`` one, ``"gemma"``), ``rope`` (the config's ``rope_parameters``, of
     the layer's type where they differ by type, as Gemma 3's local and global bases: default,
-    ``llama3`` or ``yarn``, with its ``partial_rotary_factor``; pairs of halves, or interleaved
-    pairs as GLM-4's code rotates them), ``window`` (Mistral's and Mixtral's
+    ``llama3``, ``yarn`` or Phi-3's ``longrope`` (its ``factor``, if the config leaves it out,
+    ``max_position_embeddings / original_max_position_embeddings`` as transformers computes it),
+    with its ``partial_rotary_factor``; pairs of halves, or interleaved pairs as GLM-4's code
+    rotates them), ``window`` (Mistral's and Mixtral's
     ``sliding_window``, Qwen's, Gemma's and gpt-oss's on their sliding layers), ``softcap``
     (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by it) and ``sinks``
     (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``). This covers Llama, Mistral,
@@ -795,7 +797,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             parameter, submodule or attribute ``from_hf`` does not map,
             ``is_causal=False``, a layer type other than full and sliding attention,
             a projection of another shape (a gated query), a q/k norm over the whole projection
-            or of another formula, a rope type other than default, ``llama3`` and ``yarn``; or
+            or of another formula, a rope type other than default, ``llama3``, ``yarn`` and
+            ``longrope``; or
             the layer, run, computes otherwise than the module built from it.
 
     中文:
@@ -810,10 +813,12 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         ``attention_multiplier``，Gemma 的是 ``query_pre_attn_scalar ** -0.5``）、``qk_norm``
         （Qwen3、Qwen3-MoE：对每个头做 RMSNorm；Gemma 3 的乘 ``(1 + weight)``，即 ``"gemma"``）、
         ``rope``（配置里的 ``rope_parameters``，按层的类型各取一份时取这一层的，比如 Gemma 3 的局部
-        和全局基数：默认、``llama3`` 或 ``yarn``，连同它的 ``partial_rotary_factor``；前后两半配对，
-        或者像 GLM-4 的代码那样相邻两维配对）、``window``（Mistral 和 Mixtral 的
-        ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动窗口层）、``softcap``（Gemma 2 的
-        ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）和 ``sinks``（gpt-oss
+        和全局基数：默认、``llama3``、``yarn`` 或 Phi-3 的 ``longrope``（配置没写 ``factor`` 时，按
+        transformers 的算法取 ``max_position_embeddings / original_max_position_embeddings``），
+        连同它的 ``partial_rotary_factor``；前后两半配对，或者像 GLM-4 的代码那样相邻两维配对）、
+        ``window``（Mistral 和 Mixtral 的 ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动
+        窗口层）、``softcap``（Gemma 2 的 ``attn_logit_softcapping``，运行这个层确认它确实按它
+        加上限时才保留）和 ``sinks``（gpt-oss
         的 ``sinks`` 参数，复制进 ``sink_logits``）。Llama、Mistral、Mixtral、Qwen2、Qwen2-MoE、
         Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、gpt-oss 和 Phi-3 的注意力都在
         其中（MoE 模型的专家在 MLP 里，不在这里）；Phi-3 只有一个 ``qkv_proj``，按行切成 ``W_q``、
@@ -844,7 +849,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
                 参数、子模块或属性，``is_causal=False``，完整注意力和滑动
                 窗口注意力以外的层类型，形状不同的投影（带门控的查询），对整个投影做的或者公式
-                不同的 q/k 归一化，默认、``llama3``、``yarn`` 之外的 rope 类型；或者运行起来，
+                不同的 q/k 归一化，默认、``llama3``、``yarn``、``longrope`` 之外的 rope 类型；或者
+                运行起来，
                 这个层算出的与由它构建的模块不同。
     """
     kind = _layout(module)

@@ -132,7 +132,8 @@ FAMILIES = {
 # 3's local layer rotating by its own base (10,000; its full layer's 1,000,000); gpt-oss's sinks,
 # biases, its sliding and full layers and its YaRN without truncation (a trained context of 8, so
 # the stretch changes the positions here); Phi-4-mini's attention (Phi-3's layer): q, k and v in
-# one qkv_proj, three quarters of each head rotating. The experts are few.
+# one qkv_proj, three quarters of each head rotating, longrope with a trained context of 8, so a
+# generation past it switches to the long factors. The experts are few.
 GEMMA = dict(SIZES, head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=12)
 GEMMA_LAYERS = dict(layer_types=["sliding_attention", "full_attention"])
 EXPERTS = dict(num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16)
@@ -174,10 +175,13 @@ SIBLINGS = {
     ),
     "phi3": lambda: Phi3Config(
         **SIZES,
+        original_max_position_embeddings=8,
         rope_parameters={
-            "rope_type": "default",
+            "rope_type": "longrope",
             "rope_theta": 10000.0,
             "partial_rotary_factor": 0.75,  # 6 of each head's 8 dimensions: 3 pairs
+            "short_factor": [1.0, 1.25, 2.0],
+            "long_factor": [1.5, 4.0, 9.0],
         },
     ),
     "deepseek_v2": lambda: DeepseekV2Config(
@@ -397,17 +401,19 @@ def test_gpt_oss_greedy_generation_past_the_window_equals_the_original_at_every_
     assert_same_generation(original, swapped)
 
 
-def test_phi3_greedy_generation_equals_the_original_at_every_step():
-    """Phi-3's fused qkv_proj split into W_q, W_k and W_v: 6 new positions past the longer
-    prompt's 7, the same tokens and logits; restored, the fused projection is the original's,
-    bit for bit."""
+def test_phi3_greedy_generation_past_its_trained_context_equals_the_original_at_every_step():
+    """Phi-3's fused qkv_proj split into W_q, W_k and W_v, and its longrope: 6 new positions past
+    the longer prompt's 7, through the trained context of 8 (where transformers' generate drops
+    its cache and runs the whole sequence again with the long factors), the same tokens and
+    logits; restored, the fused projection is the original's, bit for bit."""
     original = build("phi3")
     swapped = swap_attention(copy.deepcopy(original))
     layers = [m.attention for m in ours_of(swapped)]
     fused = [layer.self_attn.qkv_proj.weight for layer in original.model.layers]
     for m, weight in zip(layers, fused, strict=True):
         assert torch.equal(torch.cat([m.W_q.weight, m.W_k.weight, m.W_v.weight]), weight)
-        assert m.rope.rotary_dims == 6
+        assert (m.rope.rotary_dims, m.rope.scaling["rope_type"]) == (6, "longrope")
+        assert m.rope.scaling["factor"] == 64 / 8  # max_position_embeddings / the trained 8
     assert_same_generation(original, swapped, do_sample=False)
     restore_attention(swapped)
     restored = [layer.self_attn for layer in swapped.model.layers]

@@ -1,6 +1,6 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
 (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
-GLM-4, gpt-oss), our MLA
+GLM-4, gpt-oss, Phi-3), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -48,6 +48,7 @@ from transformers import (  # noqa: E402
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
+    Phi3Config,
     Qwen2Config,
     Qwen2MoeConfig,
     Qwen3Config,
@@ -74,6 +75,7 @@ from transformers.models.llama.modeling_llama import (  # noqa: E402
 )
 from transformers.models.mistral.modeling_mistral import MistralAttention  # noqa: E402
 from transformers.models.mixtral.modeling_mixtral import MixtralAttention  # noqa: E402
+from transformers.models.phi3.modeling_phi3 import Phi3Attention, Phi3RotaryEmbedding  # noqa: E402
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention  # noqa: E402
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeAttention  # noqa: E402
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention  # noqa: E402
@@ -125,6 +127,7 @@ FAMILIES = {
     "granite": (GraniteConfig, GraniteAttention, LlamaRotaryEmbedding),
     "glm4": (Glm4Config, Glm4Attention, Glm4RotaryEmbedding),
     "gpt_oss": (GptOssConfig, GptOssAttention, GptOssRotaryEmbedding),
+    "phi3": (Phi3Config, Phi3Attention, Phi3RotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
@@ -160,7 +163,27 @@ ROPES = {
         "factor": 4.0,
         "original_max_position_embeddings": 16,
     },
+    # Phi-3's: one factor per pair (build draws them for the pairs rotated), the short ones up to
+    # a trained context of 8, the long ones for a call past it (the lengths drawn cross it)
+    "longrope": {
+        "rope_type": "longrope",
+        "rope_theta": 10000.0,
+        "original_max_position_embeddings": 8,
+    },
 }
+# Phi-3's config checks its factors against hidden_size // num_attention_heads: its heads are that
+# wide; it takes no rope type but default and longrope (the others are drawn as longrope for it)
+PHI3_ROPES = ("default", "longrope")
+
+
+def longrope_factors(pairs: int) -> dict[str, list[float]]:
+    """A short and a long factor for each of ``pairs`` pairs, growing from the fast pairs to the
+    slow ones as Phi-3's do (1.0 to about 1.6 short, 1.0 to 12 long in its config.json)."""
+    return {
+        "short_factor": [1.0 + 0.2 * i for i in range(pairs)],
+        "long_factor": [1.0 + 3.0 * i for i in range(pairs)],
+    }
+
 
 # DeepSeek-V3's YaRN, the rope_scaling of its config.json (deepseek-ai/DeepSeek-V3: a context
 # stretched 40 times, mscale = mscale_all_dim = 1.0; V2's are 0.707 and 0.707), with a trained
@@ -192,11 +215,16 @@ def build(
     implementation: str = "sdpa",
     softcap: float = GEMMA2_SOFTCAP,
     query_scalar: float = GEMMA_QUERY_SCALAR,
+    trained: int | None = None,
 ):
     """A transformers attention module of ``family`` with random weights (every parameter drawn,
     the norms' and biases' too, so none is left at a value that hides a mistake), its config and
-    its model's rotary embedding. ``softcap`` and ``query_scalar`` are Gemma 2's and 3's."""
+    its model's rotary embedding. ``softcap`` and ``query_scalar`` are Gemma 2's and 3's;
+    ``trained`` longrope's ``original_max_position_embeddings`` if not ``ROPES``'."""
     config_class, attention_class, rotary_class = FAMILIES[family]
+    if family == "phi3":
+        head_dim = None  # Phi-3's heads are hidden_size // num_attention_heads wide
+        rope = rope if rope in PHI3_ROPES else "longrope"
     options = dict(
         hidden_size=24,
         num_attention_heads=heads,
@@ -226,6 +254,15 @@ def build(
         options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
     if family in GEMMAS:
         options["query_pre_attn_scalar"] = query_scalar
+    if rope == "longrope":
+        partial = options["rope_parameters"].get("partial_rotary_factor", 1.0)
+        pairs = int((head_dim or 24 // heads) * partial) // 2
+        options["rope_parameters"].update(longrope_factors(pairs))
+        if trained is not None:
+            options["rope_parameters"]["original_max_position_embeddings"] = trained
+    if family == "phi3":  # its config puts its own original_max_position_embeddings in the rope's
+        said = options["rope_parameters"].get("original_max_position_embeddings", 4096)
+        options["original_max_position_embeddings"] = said
     if family == "gpt_oss":
         implementation = "eager"  # transformers' sdpa path has no sinks
         if rope == "yarn":  # gpt-oss's YaRN keeps its correction range unrounded
@@ -339,6 +376,55 @@ def test_each_family_prefill_then_decoding_equals_transformers_in_float64(family
     )
 
 
+@pytest.mark.parametrize(
+    ("rope", "prefill", "steps"),
+    # within the trained context of 8; a prefill within it, decoded across it (the keys cached
+    # before stay turned by the short factors, as transformers' are); a prefill past it
+    [("default", 5, 3), ("longrope", 5, 3), ("longrope", 6, 5), ("longrope", 9, 3)],
+)
+def test_phi3_prefill_then_decoding_across_its_trained_context_equals_transformers(
+    rope, prefill, steps
+):
+    c = dict(family="phi3", heads_kv=(4, 2), head_dim=None, rope=rope, window=None)
+    c.update(batch_size=2, prefill=prefill, steps=steps, dtype=torch.float64, bias=False, seed=3)
+    assert_prefill_then_decoding_equal(c)
+
+
+@pytest.mark.parametrize("rope", ["default", "longrope"])
+def test_phi4_minis_partial_rotation_is_read_and_equals_transformers(rope):
+    # Phi-4-mini's layer is Phi-3's with 3/4 of each head rotating (partial_rotary_factor 0.75):
+    # 4 heads of 8 dims (hidden 32), 6 of them rotating, 2 passing; decoded across the context
+    params = {"rope_type": rope, "rope_theta": 10000.0, "partial_rotary_factor": 0.75}
+    if rope == "longrope":
+        params.update(longrope_factors(3))
+    config = Phi3Config(
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        original_max_position_embeddings=8,
+        rope_parameters=params,
+    )
+    config._attn_implementation = "sdpa"
+    module = randomised(Phi3Attention(config, layer_idx=0).double().eval(), 5)
+    m = from_hf(module)
+    assert (m.rope.rotary_dims, m.head_size, m.rope.interleaved) == (6, 8, False)
+    rotary = Phi3RotaryEmbedding(config)
+    theirs, ours = DynamicCache(config=config), KVCache()
+    x = torch.randn(1, 6, 32, dtype=torch.float64)
+    positions = torch.arange(6)[None]
+    mask = additive_mask(positions, positions, None, torch.float64)
+    expected = hf_call(module, rotary, x, positions, mask, theirs)
+    with torch.no_grad():
+        assert_matches(m(x, is_causal=True, cache=ours), expected, msg="prefill")
+        for step in range(6, 11):
+            x = torch.randn(1, 1, 32, dtype=torch.float64)
+            position = torch.tensor([[step]])
+            mask = additive_mask(position, torch.arange(step + 1)[None], None, torch.float64)
+            expected = hf_call(module, rotary, x, position, mask, theirs)
+            assert_matches(m(x, is_causal=True, cache=ours), expected, msg=f"position {step}")
+
+
 def assert_prefill_then_decoding_equal(c: dict) -> None:
     """The case ``c`` (a draw of ``configurations``): prefill, then decoding step by step, each
     equal to transformers' layer with its own cache."""
@@ -410,29 +496,34 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     m = from_hf(module)
     names = {"W_q": "q_proj", "W_k": "k_proj", "W_v": "v_proj", "W_o": "o_proj"}
     theirs = module.state_dict()
+    d = 24 // 4 if family == "phi3" else 8  # Phi-3's heads: hidden_size // num_attention_heads
+    if family == "phi3":  # its fused qkv_proj: the query's 4 heads' rows, the key's 2, the value's
+        rows = theirs.pop("qkv_proj.weight").split([4 * d, 2 * d, 2 * d])
+        split = zip(("q_proj", "k_proj", "v_proj"), rows, strict=True)
+        theirs.update({f"{n}.weight": w for n, w in split})
     for ours, hf in names.items():
         assert torch.equal(getattr(m, ours).weight, theirs[f"{hf}.weight"])
     # What each family switches on (the table of the chapter "Today's layer"), biases asked for
     biased = {n for n in names if getattr(m, n).bias is not None}
     qkv = {"W_q", "W_k", "W_v"}
-    assert biased == {"mistral": set(), "mixtral": set()}.get(
+    assert biased == {"mistral": set(), "mixtral": set(), "phi3": set()}.get(
         family, qkv if family in ("qwen2", "qwen2_moe", "glm4") else set(names)
     )
     assert (m.q_norm is not None) == (family in ("qwen3", "qwen3_moe", "gemma3"))
     assert m.qk_norm == ("gemma" if family == "gemma3" else m.q_norm is not None)  # (1 + w)
     assert m.window == (5 if family in WINDOWED else None)
-    assert m.head_size == 8 and m.hidden_size == 24 and m.W_o.in_features == 32
+    assert m.head_size == d and m.hidden_size == 24 and m.W_o.in_features == 4 * d
     scales = {"granite": GRANITE_MULTIPLIER} | dict.fromkeys(GEMMAS, GEMMA_QUERY_SCALAR**-0.5)
-    assert m.scale == scales.get(family, 8**-0.5)
+    assert m.scale == scales.get(family, d**-0.5)
     assert m.softcap == (GEMMA2_SOFTCAP if family == "gemma2" else None)
     assert m.sinks == (family == "gpt_oss")  # one learned logit per head, copied exactly
     assert m.sink_logits is None or torch.equal(m.sink_logits, theirs["sinks"])
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
-    else:
-        assert m.rope.scaling["rope_type"] == "llama3"
+    else:  # Phi-3 takes longrope for llama3
+        assert m.rope.scaling["rope_type"] == ("longrope" if family == "phi3" else "llama3")
     # GLM-4 rotates the first half of each head, in interleaved pairs
-    rotation = (4, True) if family == "glm4" else (8, False)
+    rotation = (4, True) if family == "glm4" else (d, False)
     assert (m.rope.rotary_dims, m.rope.interleaved) == rotation
 
 
@@ -443,10 +534,12 @@ ALL_ROPES = {**ROPES, "deepseek-yarn": DEEPSEEK_YARN}
 @pytest.mark.parametrize(
     ("rope", "partial"),
     # transformers' default rope type ignores partial_rotary_factor in Llama's code
-    [(rope, 1.0) for rope in sorted(ALL_ROPES)] + [("llama3", 0.5), ("yarn", 0.5)],
+    [(rope, 1.0) for rope in sorted(ALL_ROPES)]
+    + [("llama3", 0.5), ("yarn", 0.5), ("longrope", 0.75)],
 )
 def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
-    params = {**ALL_ROPES[rope], "partial_rotary_factor": partial}
+    factors = longrope_factors(int(32 * partial) // 2) if rope == "longrope" else {}
+    params = {**ALL_ROPES[rope], **factors, "partial_rotary_factor": partial}
     config = LlamaConfig(
         hidden_size=64,
         num_attention_heads=2,
@@ -455,7 +548,9 @@ def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
         rope_parameters=params,
     )
     theirs = LlamaRotaryEmbedding(config)
-    scaling = {k: v for k, v in ALL_ROPES[rope].items() if k != "rope_theta"}
+    scaling = {k: v for k, v in {**ALL_ROPES[rope], **factors}.items() if k != "rope_theta"}
+    if rope == "longrope":  # transformers' factor: max_position_embeddings / the trained context
+        scaling["factor"] = 64 / ALL_ROPES[rope]["original_max_position_embeddings"]
     ours = RotaryEmbedding(
         int(32 * partial),
         base=ALL_ROPES[rope]["rope_theta"],
@@ -463,10 +558,12 @@ def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
     )
     assert torch.equal(ours.inv_freq, theirs.inv_freq)
     assert ours.attention_factor == theirs.attention_scaling
-    positions = torch.arange(40)[None]
-    cos, sin = theirs(torch.zeros(1, dtype=torch.float64), positions)
-    assert torch.equal(ours(positions)[0].double(), cos)
-    assert torch.equal(ours(positions)[1].double(), sin)
+    # within the trained context, then past it (longrope's long factors), then within again
+    for length in (5, 40, 8):
+        positions = torch.arange(length)[None]
+        cos, sin = theirs(torch.zeros(1, dtype=torch.float64), positions)
+        assert torch.equal(ours(positions)[0].double(), cos), length
+        assert torch.equal(ours(positions)[1].double(), sin), length
 
 
 def test_left_padded_batch_with_explicit_positions_equals_each_row_alone():
@@ -681,11 +778,9 @@ def test_a_layer_that_differs_is_refused_naming_what_differs(case):
 def test_phi3s_fused_projection_is_split_into_w_q_w_k_w_v_and_fused_back():
     # Phi-3's qkv_proj: the query's 4 heads' rows, then the key's 2, then the value's 2 (of 6
     # dims: its heads are hidden_size // num_attention_heads wide); prefill and decoding equal
-    from transformers.models.phi3.modeling_phi3 import Phi3Attention, Phi3RotaryEmbedding
-
     from mha.interop import to_hf
 
-    config = transformers.Phi3Config(
+    config = Phi3Config(
         hidden_size=24, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64
     )
     config._attn_implementation = "sdpa"
