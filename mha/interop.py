@@ -424,6 +424,10 @@ _HF_NAMES = {
     "k_norm": "k_norm",
     "sinks": "sink_logits",  # gpt-oss's parameter of the layer itself: one logit per head
 }
+# Phi-3's one projection for all three: its rows are the query's heads_num * head_dim, then the
+# key's kv_heads * head_dim, then the value's (its forward slices them in that order)
+_HF_FUSED = "qkv_proj"
+_HF_SPLIT = ("q_proj", "k_proj", "v_proj")
 _HF_MLA_NAMES = {
     "q_proj": "W_q",
     "q_a_proj": "W_dq",
@@ -451,8 +455,9 @@ _HF_ATTRIBUTES = frozenset(
         "is_sliding",  # Gemma 3's: whether sliding_window is set, read through it
         "attn_logit_softcapping",  # Gemma 2's soft-cap of the scores: softcap
         "use_rope",  # SmolLM3's and Llama 4's: whether this layer rotates (no_rope_layers): rope
-        # Llama 4's: copies of the config's head counts (the weights' shapes confirm them), and its
-        # temperature tuning (temperature, on its layers without rotation)
+        # Llama 4's (and Phi-3's num_key_value_heads): copies of the config's head counts (the
+        # weights' shapes confirm them), and Llama 4's temperature tuning (temperature, on its
+        # layers without rotation)
         "num_attention_heads",
         "num_key_value_heads",
         "attn_temperature_tuning",
@@ -503,11 +508,14 @@ def _layout(module: nn.Module) -> str:
     else:
         kind, names, known = "mha", _HF_NAMES, _HF_ATTRIBUTES
         projections = ("q_proj", "k_proj", "v_proj", "o_proj")
+        if _HF_FUSED in children:  # Phi-3's: q, k and v in one projection
+            names = {**names, _HF_FUSED: None}
+            projections = (_HF_FUSED, "o_proj")
         if not all(isinstance(children.get(n), nn.Linear) for n in projections):
             raise TypeError(
                 "from_hf converts attention layers with q_proj, k_proj, v_proj and o_proj linear "
-                "layers (or DeepSeek's latent kv_a_proj_with_mqa); "
-                f"{name}'s submodules are {', '.join(children) or 'none'}"
+                "layers (or Phi-3's fused qkv_proj and o_proj, or DeepSeek's latent "
+                f"kv_a_proj_with_mqa); {name}'s submodules are {', '.join(children) or 'none'}"
             )
     extra = [f"submodule {n} ({type(c).__name__})" for n, c in children.items() if n not in names]
     extra += [
@@ -609,7 +617,7 @@ def _check_projections(module: nn.Module) -> None:
     wide holds Qwen3-Next's gate: each head's query, then its gate)."""
     config, d = module.config, module.head_dim
     heads, kv_heads, h = config.num_attention_heads, config.num_key_value_heads, config.hidden_size
-    q_rows = module.q_proj.weight.shape[0]
+    q_rows = module.q_proj.weight.shape[0] if not _fused(module) else heads * d
     gated = q_rows == 2 * heads * d
     expected = {
         "q_proj": (
@@ -620,6 +628,10 @@ def _check_projections(module: nn.Module) -> None:
         "v_proj": ([kv_heads * d, h], "num_key_value_heads * head_dim, hidden_size"),
         "o_proj": ([h, heads * d], "hidden_size, num_attention_heads * head_dim"),
     }
+    if _fused(module):
+        said = "(num_attention_heads + 2 * num_key_value_heads) * head_dim, hidden_size"
+        fused = ([(heads + 2 * kv_heads) * d, h], said)
+        expected = {_HF_FUSED: fused, "o_proj": expected["o_proj"]}
     wrong = [
         f"{n}.weight is {list(getattr(module, n).weight.shape)}, expected [{said}] = {shape}"
         for n, (shape, said) in expected.items()
@@ -627,6 +639,53 @@ def _check_projections(module: nn.Module) -> None:
     ]
     if wrong:
         raise ValueError(f"{type(module).__name__}: {'; '.join(wrong)}")
+
+
+def _fused(module: nn.Module) -> bool:
+    """Whether ``module`` projects q, k and v with one linear layer (Phi-3's ``qkv_proj``)."""
+    return isinstance(getattr(module, _HF_FUSED, None), nn.Linear)
+
+
+def _split(module: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` (``module``'s ``state_dict``) with a fused ``qkv_proj``'s weight and bias split
+    into ``q_proj``'s, ``k_proj``'s and ``v_proj``'s rows (views: copied as they are)."""
+    if not _fused(module):
+        return state
+    config, d = module.config, module.head_dim
+    sizes = [d * config.num_attention_heads] + [d * config.num_key_value_heads] * 2
+    split = {}
+    for key, value in state.items():
+        part, _, leaf = key.rpartition(".")
+        if part == _HF_FUSED:
+            split.update(
+                {f"{n}.{leaf}": rows for n, rows in zip(_HF_SPLIT, value.split(sizes), strict=True)}
+            )
+        else:
+            split[key] = value
+    return split
+
+
+def _fuse(hf_attention: nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inverse of ``_split``: ``q_proj``'s, ``k_proj``'s and ``v_proj``'s rows stacked into
+    ``qkv_proj``'s, in that order, for a layer that fuses them."""
+    if not _fused(hf_attention):
+        return state
+    fused = {k: v for k, v in state.items() if k.rpartition(".")[0] not in _HF_SPLIT}
+    for leaf in ("weight", "bias"):
+        parts = [state[f"{n}.{leaf}"] for n in _HF_SPLIT if f"{n}.{leaf}" in state]
+        if parts:
+            fused[f"{_HF_FUSED}.{leaf}"] = torch.cat(parts)
+    return fused
+
+
+def _hf_biases(module: nn.Module) -> tuple[str, ...]:
+    """Our projections whose transformers counterpart has a bias (a fused one: q, k and v)."""
+    biased = []
+    for theirs, ours in _HF_NAMES.items():
+        held = _HF_FUSED if theirs in _HF_SPLIT and _fused(module) else theirs
+        if theirs.endswith("proj") and getattr(module, held).bias is not None:
+            biased.append(ours)
+    return tuple(biased)
 
 
 def _norm_eps(norm: nn.Module) -> float:
@@ -712,11 +771,7 @@ FROM_HF_FILLS = {
     "heads_num": lambda module: module.config.num_attention_heads,
     "kv_heads": lambda module: module.config.num_key_value_heads,
     "dropout": lambda module: float(module.attention_dropout),
-    "bias": lambda module: tuple(
-        ours
-        for theirs, ours in _HF_NAMES.items()
-        if theirs.endswith("proj") and getattr(module, theirs).bias is not None
-    ),
+    "bias": _hf_biases,  # a fused qkv_proj's bias is q's, k's and v's
     "head_size": lambda module: module.head_dim,
     "scale": lambda module: float(module.scaling),  # Granite's: its attention_multiplier
     # False, True, Gemma's (1 + weight): "gemma", or OLMo 2's whole projection: "projection"
@@ -733,7 +788,9 @@ FROM_HF_FILLS = {
     "softcap": lambda module: getattr(module, "attn_logit_softcapping", None),  # Gemma 2's
     "sinks": lambda module: isinstance(getattr(module, "sinks", None), nn.Parameter),  # gpt-oss's
     # Qwen3-Next's: a q_proj twice as wide, each head's query then its gate (the probe checks it)
-    "gate": lambda module: module.q_proj.out_features == 2 * _heads_width(module),
+    "gate": lambda module: (
+        not _fused(module) and module.q_proj.out_features == 2 * _heads_width(module)
+    ),
     # Llama 4's temperature tuning, which its code applies on its layers without rotation only
     "temperature": lambda module: (
         (float(module.attn_scale), float(module.floor_scale))
@@ -750,7 +807,8 @@ FROM_HF_DEFAULTS = {
 def _load_renamed(m: nn.Module, module: nn.Module, names: dict[str, str]) -> nn.Module:
     """``m`` with ``module``'s parameters copied exactly, each renamed by ``names``; strict, so a
     parameter left over on either side is an error, not a silent default."""
-    renamed = {_renamed(key, names): value for key, value in module.state_dict().items()}
+    state = _split(module, module.state_dict())
+    renamed = {_renamed(key, names): value for key, value in state.items()}
     m.load_state_dict(renamed, strict=True)
     return m
 
@@ -776,16 +834,19 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     Gemma 3's ``(1 + weight)`` one, ``"gemma"``; OLMo 2's of the whole projection,
     ``"projection"``), ``rope`` (the config's ``rope_parameters``, of
     the layer's type where they differ by type, as Gemma 3's local and global bases: default,
-    ``llama3`` or ``yarn``, with its ``partial_rotary_factor``; pairs of halves, or interleaved
-    pairs as GLM-4's code rotates them; ``None`` on SmolLM3's NoPE layers, whose ``use_rope`` is
-    0), ``window`` (Mistral's and Mixtral's
-    ``sliding_window``, Qwen's, Gemma's and gpt-oss's on their sliding layers), ``softcap``
-    (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by it), ``sinks``
-    (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``) and ``gate`` (Qwen3-Next's
-    ``q_proj`` twice as wide: each head's query then its gate, copied into ``W_q`` as it is). This
-    covers Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3,
-    Granite, GLM-4, gpt-oss, Qwen3-Next and SmolLM3 attention (the experts of the MoE models are
-    in their MLPs, not here). The weights are copied exactly, on the module's device and in its
+    ``llama3``, ``yarn`` or Phi-3's ``longrope`` (its ``factor``, if the config leaves it out,
+    ``max_position_embeddings / original_max_position_embeddings`` as transformers computes it),
+    with its ``partial_rotary_factor``; pairs of halves, or interleaved pairs as GLM-4's code
+    rotates them; ``None`` on SmolLM3's NoPE layers, whose ``use_rope`` is 0), ``window``
+    (Mistral's and Mixtral's ``sliding_window``, Qwen's, Gemma's and gpt-oss's on their sliding
+    layers), ``softcap`` (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by
+    it), ``sinks`` (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``) and ``gate``
+    (Qwen3-Next's ``q_proj`` twice as wide: each head's query then its gate, copied into ``W_q``
+    as it is). This covers Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma,
+    Gemma 2, Gemma 3, Granite, GLM-4, gpt-oss, Qwen3-Next, SmolLM3, OLMo 2 and Phi-3 attention
+    (the experts of the MoE models are in their MLPs, not here); Phi-3's one ``qkv_proj`` is
+    split by rows into ``W_q``, ``W_k`` and ``W_v`` (the query's heads first, then the key's,
+    then the value's). The weights are copied exactly, on the module's device and in its
     dtype. The result called as ``m(x, is_causal=True)`` gives the module's output for positions
     ``0 .. q_len - 1`` under its causal (and sliding-window) mask; with a
     [`KVCache`][mha.cache.KVCache] it continues at position
@@ -809,14 +870,15 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
 
     Raises:
         TypeError: ``module`` has no ``config`` and ``layer_idx``, or not the projections of
-            either layout (a fused ``qkv_proj``, say); the message names its submodules.
+            either layout (GPT-NeoX's ``query_key_value``, say); the message names its
+            submodules.
         ValueError: the layer does what ``mha`` does not, and the message names it: a
             parameter, submodule or attribute ``from_hf`` does not map,
             ``is_causal=False``, a layer type other than full and sliding attention,
             a projection of another shape, a q/k norm of another formula, a rope type other
-            than default, ``llama3`` and ``yarn``, Llama 4's q/k norm without a weight and its
-            chunked layers (each named); or the layer, run, computes otherwise than the module
-            built from it.
+            than default, ``llama3``, ``yarn`` and ``longrope``, Llama 4's q/k norm without a
+            weight and its chunked layers (each named); or the layer, run, computes otherwise
+            than the module built from it.
 
     中文:
         构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek 的
@@ -831,16 +893,18 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         （Qwen3、Qwen3-MoE：对每个头做 RMSNorm；Gemma 3 的乘 ``(1 + weight)``，即 ``"gemma"``；
         OLMo 2 的对整个投影做，即 ``"projection"``）、
         ``rope``（配置里的 ``rope_parameters``，按层的类型各取一份时取这一层的，比如 Gemma 3 的局部
-        和全局基数：默认、``llama3`` 或 ``yarn``，连同它的 ``partial_rotary_factor``；前后两半配对，
-        或者像 GLM-4 的代码那样相邻两维配对；SmolLM3 的 NoPE 层 ``use_rope`` 为 0，取 ``None``）、
-        ``window``（Mistral 和 Mixtral 的
+        和全局基数：默认、``llama3``、``yarn`` 或 Phi-3 的 ``longrope``（配置没写 ``factor`` 时，按
+        transformers 的算法取 ``max_position_embeddings / original_max_position_embeddings``），
+        连同它的 ``partial_rotary_factor``；前后两半配对，或者像 GLM-4 的代码那样相邻两维配对；
+        SmolLM3 的 NoPE 层 ``use_rope`` 为 0，取 ``None``）、``window``（Mistral 和 Mixtral 的
         ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动窗口层）、``softcap``（Gemma 2 的
         ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）、``sinks``（gpt-oss
         的 ``sinks`` 参数，复制进 ``sink_logits``）和 ``gate``（Qwen3-Next 宽一倍的
         ``q_proj``：每个头先是查询、再是门控，原样复制进 ``W_q``）。Llama、Mistral、Mixtral、
         Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、gpt-oss、
-        Qwen3-Next 和 SmolLM3 的注意力都在其中（MoE 模型的专家在 MLP 里，不在这里）。权重原样
-        复制，设备和 dtype 与模块相同。以
+        Qwen3-Next、SmolLM3、OLMo 2 和 Phi-3 的注意力都在其中（MoE 模型的专家在 MLP 里，不在这里）；
+        Phi-3 只有一个 ``qkv_proj``，按行切成 ``W_q``、``W_k`` 和 ``W_v``（先是查询的各个头，再是
+        键的，最后是值的）。权重原样复制，设备和 dtype 与模块相同。以
         ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动窗口）
         掩码下的输出；带着 [`KVCache`][mha.cache.KVCache] 调用时从位置 ``len(cache)``
         接着算，与模块用它自己的缓存时相同。DeepSeek-V2 和 V3 的注意力转成 ``mha.mla.MLA``：秩和
@@ -862,12 +926,12 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
 
         异常：
             TypeError: ``module`` 没有 ``config`` 和 ``layer_idx``，或者没有这两种结构的投影
-                （比如合并成一个的 ``qkv_proj``）；错误信息会列出它的子模块。
+                （比如 GPT-NeoX 的 ``query_key_value``）；错误信息会列出它的子模块。
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
                 参数、子模块或属性，``is_causal=False``，完整注意力和滑动
                 窗口注意力以外的层类型，形状不同的投影，公式不同的 q/k 归一化，默认、``llama3``、
-                ``yarn`` 之外的 rope 类型，Llama 4 不带权重的 q/k 归一化和分块注意力层（逐个写出）；
-                或者运行起来，这个层算出的与由它构建的模块不同。
+                ``yarn``、``longrope`` 之外的 rope 类型，Llama 4 不带权重的 q/k 归一化和分块注意力层
+                （逐个写出）；或者运行起来，这个层算出的与由它构建的模块不同。
     """
     kind = _layout(module)
     if kind == "mla":
@@ -878,7 +942,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     else:
         _check_projections(module)
         options = mha.full.Options(**_filled(module, FROM_HF_FILLS))
-        weight = module.q_proj.weight
+        weight = module.o_proj.weight
         m = mha.full.MHA.from_options(options).to(device=weight.device, dtype=weight.dtype)
         m = _load_renamed(m, module, _HF_NAMES)
     _settle_rotation(m, module)
@@ -926,6 +990,10 @@ def _rope_from_hf(
             f"the config's rope_type is {kind!r}; mha.rope implements {sorted(SCALINGS)}"
         )
     scaling.pop("partial_rotary_factor", None)  # rotary_dims says it
+    if kind == "longrope" and scaling.get("factor") is None:
+        # transformers' default: the stretch from the trained context to the model's (Phi-3's)
+        trained = scaling.get("original_max_position_embeddings")
+        scaling["factor"] = module.config.max_position_embeddings / trained if trained else None
     return RotaryEmbedding(
         rotary_dims,
         base=base,
@@ -1222,7 +1290,7 @@ def to_hf(module: nn.Module, hf_attention: nn.Module) -> nn.Module:
         raise ValueError(f"cannot copy module into {name}: {'; '.join(problems)}")
     theirs = _hf_names(module, back=True)
     renamed = {_renamed(key, theirs): value for key, value in module.state_dict().items()}
-    hf_attention.load_state_dict(renamed, strict=True)
+    hf_attention.load_state_dict(_fuse(hf_attention, renamed), strict=True)
     return hf_attention
 
 
@@ -1236,9 +1304,18 @@ def _hf_names(m: nn.Module, *, back: bool = False) -> dict[str, str]:
 def _same_requires_grad(source: nn.Module, target: nn.Module, names: dict[str, str]) -> None:
     """Each parameter of ``target`` requires grad as the one of ``source`` it was copied from
     (``names``: ``source``'s submodule names to ``target``'s), so a frozen weight stays frozen."""
-    wanted = dict(target.named_parameters())
+    wanted, needs = dict(target.named_parameters()), {}
     for key, parameter in source.named_parameters():
-        wanted[_renamed(key, names)].requires_grad_(parameter.requires_grad)
+        part, _, leaf = key.rpartition(".")
+        if part == _HF_FUSED:  # Phi-3's fused projection: W_q's, W_k's and W_v's
+            keys = [_renamed(f"{n}.{leaf}", names) for n in _HF_SPLIT]
+        else:
+            key = _renamed(key, names)
+            keys = [key if key in wanted else f"{_HF_FUSED}.{leaf}"]  # W_q back into qkv_proj
+        for key in keys:
+            needs[key] = needs.get(key, False) or parameter.requires_grad
+    for key, grad in needs.items():
+        wanted[key].requires_grad_(grad)
 
 
 def swap_attention(model: nn.Module) -> nn.Module:
@@ -1247,9 +1324,9 @@ def swap_attention(model: nn.Module) -> nn.Module:
     Each of its transformers attention layers (a module of a class named ``...Attention``, with
     ``config`` and ``layer_idx``) is converted by [`from_hf`][mha.interop.from_hf]: those of
     Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3,
-    Granite, GLM-4 and DeepSeek-V2 and V3, among others of the same layer. If one is refused, none
-    is swapped and the error names it and why. Each becomes an [`HFAttention`][mha.hf.HFAttention]
-    around ``from_hf(layer)``: the same weights
+    Granite, GLM-4, Phi-3 and DeepSeek-V2 and V3, among others of the same layer. If one is
+    refused, none is swapped and the error names it and why. Each becomes an
+    [`HFAttention`][mha.hf.HFAttention] around ``from_hf(layer)``: the same weights
     (which parameters require grad too), device, dtype and mode. The model then runs as before,
     ``model(...)``, ``model.generate(...)`` (greedy, sampling, beam search, with left padding
     and sliding windows) and training alike, with ``mha`` computing every attention; its logits
@@ -1289,8 +1366,8 @@ def swap_attention(model: nn.Module) -> nn.Module:
 
         它的每个 transformers 注意力层（类名形如 ``...Attention``、带 ``config`` 和 ``layer_idx``
         的模块）都交给 [`from_hf`][mha.interop.from_hf] 转换：Llama、Mistral、Mixtral、Qwen2、
-        Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4 和 DeepSeek-V2、V3
-        的都可以，与它们
+        Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、Phi-3 和
+        DeepSeek-V2、V3 的都可以，与它们
         同样的层也可以。只要有一层被拒绝，就一层也不替换，错误信息写出是哪一层、为什么。每一层都
         换成包着 ``from_hf(layer)`` 的 [`HFAttention`][mha.hf.HFAttention]：权重（连同哪些参数
         要求梯度）、设备、dtype 和模式都不变。之后模型照常运行，``model(...)``、

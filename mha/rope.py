@@ -14,7 +14,10 @@ Two layouts pair the dimensions differently: *half* (Llama, Qwen, Mistral) pairs
 frequency of pair ``i`` is ``base ** (-2i / rotary_dims)``; the scalings that stretch a model to
 longer contexts change these frequencies: ``llama3`` (Llama 3.1 and later) and ``yarn`` (Qwen's
 long-context configurations, DeepSeek-V3), which also scales the rotated vectors by its
-``attention_factor``.
+``attention_factor``; ``longrope`` (Phi-3, Phi-4-mini) divides each pair's frequency by a factor
+of its own, from one list (``short_factor``) while a call's positions stay within the trained
+context and from another (``long_factor``) once its last position passes it, and scales the
+rotated vectors too.
 
 The tables of cosines and sines are computed in float32 from float32 frequencies, then cast to the
 rotated tensor's dtype, as transformers does, so a model converted from transformers rotates by
@@ -63,27 +66,39 @@ SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("factor", "original_max_position_embeddings"),
         ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate"),
     ),
+    # without factor or attention_factor the rotated vectors are not scaled; transformers fills
+    # factor from the config's max_position_embeddings / original_max_position_embeddings
+    "longrope": (
+        ("short_factor", "long_factor", "original_max_position_embeddings"),
+        ("factor", "attention_factor"),
+    ),
 }
 
 
-def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> tuple[Tensor, float]:
+def frequencies(
+    rotary_dims: int, base: float, scaling: dict | None = None, *, length: int | None = None
+) -> tuple[Tensor, float]:
     """The angle per position of each rotated pair, and the factor rotated vectors are scaled by.
 
     Args:
         rotary_dims: the dimensions of a head that rotate, an even number.
         base: the base of the frequencies (``rope_theta`` in the models' configs).
         scaling: ``None`` (the original RoPE), or a dict as in a model's config.json
-            (``rope_scaling``): ``{"rope_type": "llama3" | "yarn", "factor": ..., ...}``; see
+            (``rope_scaling``): ``{"rope_type": "llama3" | "yarn" | "longrope", ...}``; see
             ``SCALINGS`` for the keys of each.
+        length: under ``longrope``, how many positions the call covers (its last position + 1):
+            beyond ``original_max_position_embeddings`` the ``long_factor`` applies, otherwise
+            (and for ``None``) the ``short_factor``; the other scalings do not read it.
 
     Returns:
         ``inv_freq``, float32 ``[rotary_dims // 2]``: pair ``i`` turns by ``inv_freq[i]`` radians
-            per position; and ``attention_factor``, 1.0 except under YaRN.
+            per position; and ``attention_factor``, 1.0 except under YaRN and LongRoPE.
 
     Raises:
         TypeError: ``scaling`` is not a dict, a size is not an ``int``, or ``base`` not a number.
-        ValueError: ``rotary_dims`` is not a positive even number, ``base`` not above 1, or
-            ``scaling`` names an unknown type, misses a key or has an unknown one.
+        ValueError: ``rotary_dims`` is not a positive even number, ``base`` not above 1,
+            ``scaling`` names an unknown type, misses a key or has an unknown one, or a
+            LongRoPE factor list does not hold one factor per pair.
 
     Examples:
         >>> inv_freq, factor = frequencies(4, 10000.0)
@@ -98,17 +113,20 @@ def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> t
             rotary_dims: 一个头里参与旋转的维度数，必须是偶数。
             base: 频率的底数（模型配置里的 ``rope_theta``）。
             scaling: ``None``（原始的 RoPE），或者与模型 config.json 里（``rope_scaling``）写法
-                相同的字典：``{"rope_type": "llama3" | "yarn", "factor": ..., ...}``；各类型的键见
+                相同的字典：``{"rope_type": "llama3" | "yarn" | "longrope", ...}``；各类型的键见
                 ``SCALINGS``。
+            length: 只有 ``longrope`` 读它：这次调用覆盖多少个位置（最后一个位置加 1）。超过
+                ``original_max_position_embeddings`` 时用 ``long_factor``，否则（以及 ``None``）
+                用 ``short_factor``。
 
         返回：
             ``inv_freq``，float32，形状 ``[rotary_dims // 2]``：对 ``i`` 的两维每个位置转
-                ``inv_freq[i]`` 弧度；以及 ``attention_factor``，只有 YaRN 不是 1.0。
+                ``inv_freq[i]`` 弧度；以及 ``attention_factor``，只有 YaRN 和 LongRoPE 不是 1.0。
 
         异常：
             TypeError: ``scaling`` 不是字典，尺寸不是 ``int``，或者 ``base`` 不是数。
-            ValueError: ``rotary_dims`` 不是正偶数，``base`` 不大于 1，或者 ``scaling`` 的类型未知、
-                缺少键或有未知的键。
+            ValueError: ``rotary_dims`` 不是正偶数，``base`` 不大于 1，``scaling`` 的类型未知、
+                缺少键或有未知的键，或者 LongRoPE 的因子列表不是每对一个。
     """
     _check_length("rotary_dims", rotary_dims)
     if rotary_dims <= 0 or rotary_dims % 2:
@@ -129,6 +147,8 @@ def frequencies(rotary_dims: int, base: float, scaling: dict | None = None) -> t
         return _llama3(inv_freq, options), 1.0
     if kind == "yarn":
         return _yarn(per_radian, rotary_dims, base, options)
+    if kind == "longrope":
+        return _longrope(per_radian, rotary_dims, options, length)
     return inv_freq, 1.0
 
 
@@ -208,6 +228,32 @@ def _yarn(per_radian: Tensor, rotary_dims: int, base: float, options: dict) -> t
     return inv_freq, float(attention_factor)
 
 
+def _longrope(
+    per_radian: Tensor, rotary_dims: int, options: dict, length: int | None
+) -> tuple[Tensor, float]:
+    """LongRoPE: pair ``i`` turns ``factors[i]`` times slower, the factors ``short_factor`` up to
+    the trained context and ``long_factor`` past it; the rotated vectors scale by
+    ``attention_factor``, by default ``sqrt(1 + log(factor) / log(trained))``."""
+    trained = options["original_max_position_embeddings"]
+    for key in ("short_factor", "long_factor"):
+        said = options[key]
+        if not isinstance(said, list | tuple) or len(said) != rotary_dims // 2:
+            raise ValueError(
+                f"a longrope scaling's {key} must be a list of rotary_dims // 2 = "
+                f"{rotary_dims // 2} numbers, one per pair, got {said!r}"
+            )
+    long = length is not None and length > trained
+    factors = torch.tensor(options["long_factor" if long else "short_factor"], dtype=torch.float32)
+    inv_freq = 1.0 / (factors * per_radian)  # [rotary_dims // 2]
+    attention_factor = options.get("attention_factor")
+    if attention_factor is None:
+        factor = options.get("factor") or 1.0
+        attention_factor = (
+            1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(trained))
+        )
+    return inv_freq, float(attention_factor)
+
+
 def _without_autocast(device_type: str) -> contextlib.AbstractContextManager:
     """Autocast turned off where it is on (the angles stay float32); where it is off, nothing to
     enter (the context manager costs more than the angles of one decoding step)."""
@@ -229,8 +275,14 @@ class RotaryEmbedding(nn.Module):
             ``None``; see [`frequencies`][mha.rope.frequencies].
 
     Attributes:
-        inv_freq: float32 ``[rotary_dims // 2]``, a buffer (not saved in the ``state_dict``).
-        attention_factor: what the cosines and sines are multiplied by: 1.0 except under YaRN.
+        inv_freq: float32 ``[rotary_dims // 2]``, a buffer (not saved in the ``state_dict``);
+            under ``longrope`` the short factors' (within the trained context).
+        long_inv_freq: under ``longrope``, the long factors' frequencies (a buffer like
+            ``inv_freq``): a call whose last position is past ``original_max_position_embeddings``
+            turns all its positions by them, as transformers does (so in decoding, the keys
+            cached before that point stay turned by the short ones); ``None`` otherwise.
+        attention_factor: what the cosines and sines are multiplied by: 1.0 except under YaRN
+            and LongRoPE.
 
     Examples:
         >>> rope = RotaryEmbedding(4)
@@ -255,8 +307,13 @@ class RotaryEmbedding(nn.Module):
                 [`frequencies`][mha.rope.frequencies]。
 
         属性：
-            inv_freq: float32，``[rotary_dims // 2]``，一个缓冲区（不存进 ``state_dict``）。
-            attention_factor: 余弦和正弦要乘的系数：只有 YaRN 不是 1.0。
+            inv_freq: float32，``[rotary_dims // 2]``，一个缓冲区（不存进 ``state_dict``）；
+                ``longrope`` 下是短因子（训练长度以内）的频率。
+            long_inv_freq: ``longrope`` 下长因子的频率（与 ``inv_freq`` 一样是缓冲区）：一次调用
+                的最后一个位置超过 ``original_max_position_embeddings`` 时，这次的所有位置都按它
+                旋转，与 transformers 相同（所以解码时，越过这一点之前存进缓存的键仍是按短因子
+                转的）；其他情况下是 ``None``。
+            attention_factor: 余弦和正弦要乘的系数：只有 YaRN 和 LongRoPE 不是 1.0。
     """
 
     def __init__(
@@ -271,6 +328,13 @@ class RotaryEmbedding(nn.Module):
         _check_flag("interleaved", interleaved)
         inv_freq, self.attention_factor = frequencies(rotary_dims, base, scaling)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # LongRoPE's second set, and the length past which a call takes it
+        kind, options = _scaling(scaling)
+        self.trained = options["original_max_position_embeddings"] if kind == "longrope" else None
+        long = None
+        if self.trained is not None:
+            long = frequencies(rotary_dims, base, scaling, length=self.trained + 1)[0]
+        self.register_buffer("long_inv_freq", long, persistent=False)
         self.rotary_dims = rotary_dims
         self.base = float(base)
         self.interleaved = interleaved
@@ -280,10 +344,12 @@ class RotaryEmbedding(nn.Module):
         # .to(), .half(), .bfloat16(), .double() cast every floating buffer: inv_freq moves to
         # the new device but stays float32, as transformers keeps it (in bfloat16 a frequency is
         # off by up to 0.4%, and the angle at position 4000 by more than a radian)
-        kept = self.inv_freq
+        kept = {n: getattr(self, n) for n in ("inv_freq", "long_inv_freq")}
         super()._apply(fn, recurse)
-        if self.inv_freq.dtype != torch.float32:
-            self.inv_freq = kept.to(self.inv_freq.device)
+        for n, before in kept.items():
+            now = getattr(self, n)
+            if now is not None and now.dtype != torch.float32:
+                setattr(self, n, before.to(now.device))
         return self
 
     def extra_repr(self) -> str:
@@ -338,6 +404,11 @@ class RotaryEmbedding(nn.Module):
             )
         # float32 (a cast of the module keeps it so, see _apply), on the positions' device
         inv_freq = self.inv_freq.to(positions.device, torch.float32)
+        if self.long_inv_freq is not None and positions.numel():
+            # LongRoPE: the long factors for every position of a call whose last one is past the
+            # trained context (a comparison on the device, no sync), the short ones otherwise
+            past = positions.max() + 1 > self.trained
+            inv_freq = torch.where(past, self.long_inv_freq.to(positions.device), inv_freq)
         # 每个位置乘每对的频率：位置 m 的对 i 转过 m * inv_freq[i] 弧度；
         # 在 float32 里算，自动混合精度不介入
         # Each position times each pair's frequency: pair i at position m turns by m * inv_freq[i]
@@ -353,7 +424,7 @@ class RotaryEmbedding(nn.Module):
                 angles = torch.cat((angles, angles), dim=-1)  # [..., q_len, rotary_dims]
             cos = angles.cos()  # [..., q_len, rotary_dims]
             sin = angles.sin()  # [..., q_len, rotary_dims]
-            if self.attention_factor != 1.0:  # YaRN's (a product by 1.0 changes nothing)
+            if self.attention_factor != 1.0:  # YaRN's, LongRoPE's (a product by 1 changes nothing)
                 cos = cos * self.attention_factor  # [..., q_len, rotary_dims]
                 sin = sin * self.attention_factor  # [..., q_len, rotary_dims]
         return cos, sin

@@ -61,7 +61,25 @@ SCALINGS = {
         "original_max_position_embeddings": 4,
     },
     "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4},
+    # Phi-3's: a trained context of 2, so that every call here (a prompt of 3 positions at least,
+    # each row alone in the reference) is past it and turns by the long factors, whatever the
+    # cache; a decoding that crosses it is tests/test_transformers.py's (its result depends on
+    # where the calls split the sequence, so a reference in one call would differ)
+    "longrope": {"rope_type": "longrope", "factor": 4.0, "original_max_position_embeddings": 2},
 }
+LONGROPE_TRAINED = SCALINGS["longrope"]["original_max_position_embeddings"]
+
+
+def scaling_of(rope: str, rotary_dims: int) -> dict | None:
+    """``SCALINGS[rope]``, with longrope's factors drawn for the ``rotary_dims // 2`` pairs."""
+    said = SCALINGS[rope]
+    if rope == "longrope":  # a pair's factor grows with its wavelength, as Phi-3's do
+        pairs = range(rotary_dims // 2)
+        said = {**said, "short_factor": [1.0 + 0.5 * i for i in pairs]}
+        said["long_factor"] = [2.0 + 2.0 * i for i in pairs]
+    return said
+
+
 # How far from the float64 reference each dtype may be, relative to the reference's largest
 # value: a few roundings of the dtype (a wrong result is off by the size of the values).
 BOUND = {"float64": 1e-10, "float32": 1e-4, "float16": 1e-2, "bfloat16": 8e-2}
@@ -75,7 +93,7 @@ DIMENSIONS = {
     "scale": [None, 0.3],
     "bias": ["all", "none", "qkv"],
     "qk_norm": [False, True, "gemma", "projection"],
-    "rope": [None, "default", "llama3", "yarn"],
+    "rope": [None, "default", "llama3", "yarn", "longrope"],
     "window": [None, 3],
     "softcap": [None, 2.0],
     "sinks": [False, True],
@@ -196,8 +214,11 @@ def pairwise(dimensions: dict, seed: int = 0, tries: int = 60) -> list[Case]:
     return cases
 
 
-# The seed: see the search in the merge below
-CASES = pairwise(DIMENSIONS, seed=137)
+# The seed: one whose cases take four of the twelve families (no seed of the first 700 takes more:
+# a family fixes several options at once, and each option added thins the cases that fit one; the
+# others are left to tests/test_transformers.py, which draws every family), two of them among the
+# first SAMPLE
+CASES = pairwise(DIMENSIONS, seed=436)
 SAMPLE = 12
 
 
@@ -264,6 +285,7 @@ def from_transformers(case: Case):
         query_scalar=case.head_size or HIDDEN // HEADS,  # Gemma's: the default scale
         partial=1.0,  # Qwen3-Next's share of a head that rotates: the whole, as the case's rope
         temperature=case.temperature,  # Llama 4's (the others have none)
+        trained=LONGROPE_TRAINED,  # longrope's (the other scalings keep theirs)
     )
     model = from_hf(module)
     model.fast = case.fast
@@ -277,7 +299,8 @@ def build(case: Case) -> torch.nn.Module:
     if case.module == "mha":
         rope = None
         if case.rope is not None:
-            rope = RotaryEmbedding(case.head_size or HIDDEN // HEADS, scaling=SCALINGS[case.rope])
+            dims = case.head_size or HIDDEN // HEADS
+            rope = RotaryEmbedding(dims, scaling=scaling_of(case.rope, dims))
         bias = {"all": True, "none": False, "qkv": ("W_q", "W_k", "W_v")}[case.bias]
         model = MHA(
             HIDDEN,
@@ -522,5 +545,5 @@ def test_the_cases_cover_every_pair_of_values():
 
 def test_every_family_checks_the_reference_against_transformers_in_some_case():
     families = {family_of(c)[0] for c in CASES if family_of(c) is not None}
-    assert families == {"gemma3", "llama4", "qwen2", "qwen3"}, families
+    assert families == {"gemma3", "olmo2", "qwen2", "qwen3_next"}, families
     assert any(family_of(c) is not None for c in CASES[:SAMPLE])

@@ -53,6 +53,7 @@ from transformers import (  # noqa: E402
     MixtralConfig,
     Olmo2Config,
     OlmoConfig,
+    Phi3Config,
     Qwen2Config,
     Qwen2MoeConfig,
     Qwen3Config,
@@ -133,7 +134,9 @@ FAMILIES = {
 # norms, each alternating a sliding and a full layer, each scaled by query_pre_attn_scalar, Gemma
 # 3's local layer rotating by its own base (10,000; its full layer's 1,000,000); gpt-oss's sinks,
 # biases, its sliding and full layers and its YaRN without truncation (a trained context of 8, so
-# the stretch changes the positions here). The experts are few.
+# the stretch changes the positions here); Phi-4-mini's attention (Phi-3's layer): q, k and v in
+# one qkv_proj, three quarters of each head rotating, longrope with a trained context of 8, so a
+# generation past it switches to the long factors. The experts are few.
 GEMMA = dict(SIZES, head_dim=8, sliding_window=WINDOW, query_pre_attn_scalar=12)
 GEMMA_LAYERS = dict(layer_types=["sliding_attention", "full_attention"])
 EXPERTS = dict(num_experts=2, num_experts_per_tok=1, moe_intermediate_size=16)
@@ -176,6 +179,17 @@ SIBLINGS = {
     ),
     # SmolLM3: its layer 1 without rotation (no_rope_layers 0), which its config then slides
     "smollm3": lambda: SmolLM3Config(**SIZES, **SLIDING, head_dim=8, no_rope_layers=[1, 0]),
+    "phi3": lambda: Phi3Config(
+        **SIZES,
+        original_max_position_embeddings=8,
+        rope_parameters={
+            "rope_type": "longrope",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.75,  # 6 of each head's 8 dimensions: 3 pairs
+            "short_factor": [1.0, 1.25, 2.0],
+            "long_factor": [1.5, 4.0, 9.0],
+        },
+    ),
     "deepseek_v2": lambda: DeepseekV2Config(
         **LATENT,
         first_k_dense_replace=1,
@@ -202,6 +216,7 @@ WINDOWS = {
     "gemma3": [WINDOW, None],
     "gpt_oss": [WINDOW, None],
     "smollm3": [None, WINDOW],
+    "phi3": [None, None],
     "deepseek_v2": [None, None],
 }
 # DeepSeek-V2's code rotates the query's and key's rotary parts in float32 (apply_rotary_emb's
@@ -462,6 +477,38 @@ def test_smollm3_greedy_generation_with_a_layer_without_rotation_equals_the_orig
     assert ropes[0].rotary_dims == 8 and ropes[1] is None
     assert_same_generation(original, swapped)
     assert_same_generation(original, swapped, do_sample=False, num_beams=3)
+
+
+def test_phi3_greedy_generation_past_its_trained_context_equals_the_original_at_every_step():
+    """Phi-3's fused qkv_proj split into W_q, W_k and W_v, and its longrope: 6 new positions past
+    the longer prompt's 7, through the trained context of 8 (where transformers' generate drops
+    its cache and runs the whole sequence again with the long factors), the same tokens and
+    logits; restored, the fused projection is the original's, bit for bit."""
+    original = build("phi3")
+    swapped = swap_attention(copy.deepcopy(original))
+    layers = [m.attention for m in ours_of(swapped)]
+    fused = [layer.self_attn.qkv_proj.weight for layer in original.model.layers]
+    for m, weight in zip(layers, fused, strict=True):
+        assert torch.equal(torch.cat([m.W_q.weight, m.W_k.weight, m.W_v.weight]), weight)
+        assert (m.rope.rotary_dims, m.rope.scaling["rope_type"]) == (6, "longrope")
+        assert m.rope.scaling["factor"] == 64 / 8  # max_position_embeddings / the trained 8
+    assert_same_generation(original, swapped, do_sample=False)
+    restore_attention(swapped)
+    restored = [layer.self_attn for layer in swapped.model.layers]
+    assert all(type(a).__name__ == "Phi3Attention" for a in restored)
+    assert all(torch.equal(a.qkv_proj.weight, w) for a, w in zip(restored, fused, strict=True))
+
+
+def test_a_phi3_frozen_projection_stays_frozen_there_and_back():
+    model = build("phi3")
+    model.model.layers[0].self_attn.qkv_proj.weight.requires_grad_(False)
+    swap_attention(model)
+    attention = model.model.layers[0].self_attn.attention
+    assert not any(getattr(attention, n).weight.requires_grad for n in ("W_q", "W_k", "W_v"))
+    assert attention.W_o.weight.requires_grad
+    restore_attention(model)
+    assert not model.model.layers[0].self_attn.qkv_proj.weight.requires_grad
+    assert model.model.layers[1].self_attn.qkv_proj.weight.requires_grad
 
 
 def test_a_family_of_another_layer_is_refused_and_nothing_is_swapped():

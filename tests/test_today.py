@@ -283,6 +283,42 @@ def test_forward_refuses_what_the_options_cannot_mean():
         )
 
 
+LONGROPE = {
+    "rope_type": "longrope",
+    "short_factor": [1.0, 2.0],
+    "long_factor": [3.0, 5.0],
+    "original_max_position_embeddings": 4,
+    "factor": 4.0,
+}
+
+
+def test_longrope_turns_a_call_by_its_long_factors_once_its_last_position_passes_the_context():
+    rope = RotaryEmbedding(4, scaling=LONGROPE)
+    short, long = rope.inv_freq, rope.long_inv_freq
+    per_radian = 10000.0 ** torch.tensor([0.0, 0.5])
+    assert torch.equal(short, 1.0 / (torch.tensor([1.0, 2.0]) * per_radian))
+    assert torch.equal(long, 1.0 / (torch.tensor([3.0, 5.0]) * per_radian))
+    assert rope.attention_factor == math.sqrt(1 + math.log(4.0) / math.log(4))  # sqrt(2)
+    # positions 0-3 (4 positions, the trained context): short; 0-4, or 4 alone: long for all
+    cos, _ = rope(torch.arange(4))
+    assert torch.equal(cos[1, :2], torch.cos(short) * rope.attention_factor)
+    for positions in (torch.arange(5), torch.tensor([4]), torch.tensor([[0, 1], [2, 4]])):
+        cos, _ = rope(positions)
+        turns = positions[..., None].float() * long
+        assert torch.equal(cos[..., :2], torch.cos(turns) * rope.attention_factor)
+    # a cast keeps both sets float32; without factor or attention_factor, no scaling
+    assert rope.double().long_inv_freq.dtype == torch.float32
+    plain = {k: v for k, v in LONGROPE.items() if k != "factor"}
+    assert RotaryEmbedding(4, scaling=plain).attention_factor == 1.0
+
+
+def test_longrope_needs_one_factor_per_pair():
+    with pytest.raises(ValueError, match=r"short_factor must be a list of rotary_dims // 2 = 2 "):
+        RotaryEmbedding(4, scaling={**LONGROPE, "short_factor": [1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match=r"a longrope scaling needs \['long_factor'\]"):
+        RotaryEmbedding(4, scaling={k: v for k, v in LONGROPE.items() if k != "long_factor"})
+
+
 # ---- MLA on its own terms -----------------------------------------------------------------------
 
 

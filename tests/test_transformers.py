@@ -1,7 +1,7 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
 (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
 GLM-4, gpt-oss, Qwen3-Next's full-attention layers, SmolLM3's and Llama 4's layers without
-rotation), our MLA
+rotation, OLMo 2, Phi-3), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -51,6 +51,7 @@ from transformers import (  # noqa: E402
     MistralConfig,
     MixtralConfig,
     Olmo2Config,
+    Phi3Config,
     Qwen2Config,
     Qwen2MoeConfig,
     Qwen3Config,
@@ -84,6 +85,7 @@ from transformers.models.llama4.modeling_llama4 import (  # noqa: E402
 from transformers.models.mistral.modeling_mistral import MistralAttention  # noqa: E402
 from transformers.models.mixtral.modeling_mixtral import MixtralAttention  # noqa: E402
 from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention  # noqa: E402
+from transformers.models.phi3.modeling_phi3 import Phi3Attention, Phi3RotaryEmbedding  # noqa: E402
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention  # noqa: E402
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeAttention  # noqa: E402
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention  # noqa: E402
@@ -147,6 +149,7 @@ FAMILIES = {
     "qwen3_next": (Qwen3NextConfig, Qwen3NextAttention, Qwen3NextRotaryEmbedding),
     "smollm3": (SmolLM3Config, SmolLM3Attention, SmolLM3RotaryEmbedding),
     "llama4": (Llama4TextConfig, Llama4TextAttention, Llama4TextRotaryEmbedding),
+    "phi3": (Phi3Config, Phi3Attention, Phi3RotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
@@ -192,7 +195,27 @@ ROPES = {
         "factor": 4.0,
         "original_max_position_embeddings": 16,
     },
+    # Phi-3's: one factor per pair (build draws them for the pairs rotated), the short ones up to
+    # a trained context of 8, the long ones for a call past it (the lengths drawn cross it)
+    "longrope": {
+        "rope_type": "longrope",
+        "rope_theta": 10000.0,
+        "original_max_position_embeddings": 8,
+    },
 }
+# Phi-3's config checks its factors against hidden_size // num_attention_heads: its heads are that
+# wide; it takes no rope type but default and longrope (the others are drawn as longrope for it)
+PHI3_ROPES = ("default", "longrope")
+
+
+def longrope_factors(pairs: int) -> dict[str, list[float]]:
+    """A short and a long factor for each of ``pairs`` pairs, growing from the fast pairs to the
+    slow ones as Phi-3's do (1.0 to about 1.6 short, 1.0 to 12 long in its config.json)."""
+    return {
+        "short_factor": [1.0 + 0.2 * i for i in range(pairs)],
+        "long_factor": [1.0 + 3.0 * i for i in range(pairs)],
+    }
+
 
 # DeepSeek-V3's YaRN, the rope_scaling of its config.json (deepseek-ai/DeepSeek-V3: a context
 # stretched 40 times, mscale = mscale_all_dim = 1.0; V2's are 0.707 and 0.707), with a trained
@@ -226,13 +249,18 @@ def build(
     query_scalar: float = GEMMA_QUERY_SCALAR,
     partial: float = GLM4_PARTIAL,
     temperature: tuple[float, float] = LLAMA4_TEMPERATURE,
+    trained: int | None = None,
 ):
     """A transformers attention module of ``family`` with random weights (every parameter drawn,
     the norms' and biases' too, so none is left at a value that hides a mistake), its config and
     its model's rotary embedding. ``softcap`` and ``query_scalar`` are Gemma 2's and 3's,
     ``partial`` GLM-4's and Qwen3-Next's share of each head that rotates, ``temperature``
-    Llama 4's ``(attn_scale, floor_scale)``."""
+    Llama 4's ``(attn_scale, floor_scale)``, ``trained`` longrope's
+    ``original_max_position_embeddings`` if not ``ROPES``'."""
     config_class, attention_class, rotary_class = FAMILIES[family]
+    if family == "phi3":
+        head_dim = None  # Phi-3's heads are hidden_size // num_attention_heads wide
+        rope = rope if rope in PHI3_ROPES else "longrope"
     options = dict(
         hidden_size=24,
         num_attention_heads=heads,
@@ -271,6 +299,15 @@ def build(
         options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
     if family in GEMMAS:
         options["query_pre_attn_scalar"] = query_scalar
+    if rope == "longrope":
+        partial = options["rope_parameters"].get("partial_rotary_factor", 1.0)
+        pairs = int((head_dim or 24 // heads) * partial) // 2
+        options["rope_parameters"].update(longrope_factors(pairs))
+        if trained is not None:
+            options["rope_parameters"]["original_max_position_embeddings"] = trained
+    if family == "phi3":  # its config puts its own original_max_position_embeddings in the rope's
+        said = options["rope_parameters"].get("original_max_position_embeddings", 4096)
+        options["original_max_position_embeddings"] = said
     if family == "gpt_oss":
         implementation = "eager"  # transformers' sdpa path has no sinks
         if rope == "yarn":  # gpt-oss's YaRN keeps its correction range unrounded
@@ -384,6 +421,55 @@ def test_each_family_prefill_then_decoding_equals_transformers_in_float64(family
     )
 
 
+@pytest.mark.parametrize(
+    ("rope", "prefill", "steps"),
+    # within the trained context of 8; a prefill within it, decoded across it (the keys cached
+    # before stay turned by the short factors, as transformers' are); a prefill past it
+    [("default", 5, 3), ("longrope", 5, 3), ("longrope", 6, 5), ("longrope", 9, 3)],
+)
+def test_phi3_prefill_then_decoding_across_its_trained_context_equals_transformers(
+    rope, prefill, steps
+):
+    c = dict(family="phi3", heads_kv=(4, 2), head_dim=None, rope=rope, window=None)
+    c.update(batch_size=2, prefill=prefill, steps=steps, dtype=torch.float64, bias=False, seed=3)
+    assert_prefill_then_decoding_equal(c)
+
+
+@pytest.mark.parametrize("rope", ["default", "longrope"])
+def test_phi4_minis_partial_rotation_is_read_and_equals_transformers(rope):
+    # Phi-4-mini's layer is Phi-3's with 3/4 of each head rotating (partial_rotary_factor 0.75):
+    # 4 heads of 8 dims (hidden 32), 6 of them rotating, 2 passing; decoded across the context
+    params = {"rope_type": rope, "rope_theta": 10000.0, "partial_rotary_factor": 0.75}
+    if rope == "longrope":
+        params.update(longrope_factors(3))
+    config = Phi3Config(
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        original_max_position_embeddings=8,
+        rope_parameters=params,
+    )
+    config._attn_implementation = "sdpa"
+    module = randomised(Phi3Attention(config, layer_idx=0).double().eval(), 5)
+    m = from_hf(module)
+    assert (m.rope.rotary_dims, m.head_size, m.rope.interleaved) == (6, 8, False)
+    rotary = Phi3RotaryEmbedding(config)
+    theirs, ours = DynamicCache(config=config), KVCache()
+    x = torch.randn(1, 6, 32, dtype=torch.float64)
+    positions = torch.arange(6)[None]
+    mask = additive_mask(positions, positions, None, torch.float64)
+    expected = hf_call(module, rotary, x, positions, mask, theirs)
+    with torch.no_grad():
+        assert_matches(m(x, is_causal=True, cache=ours), expected, msg="prefill")
+        for step in range(6, 11):
+            x = torch.randn(1, 1, 32, dtype=torch.float64)
+            position = torch.tensor([[step]])
+            mask = additive_mask(position, torch.arange(step + 1)[None], None, torch.float64)
+            expected = hf_call(module, rotary, x, position, mask, theirs)
+            assert_matches(m(x, is_causal=True, cache=ours), expected, msg=f"position {step}")
+
+
 def assert_prefill_then_decoding_equal(c: dict) -> None:
     """The case ``c`` (a draw of ``configurations``): prefill, then decoding step by step, each
     equal to transformers' layer with its own cache."""
@@ -455,12 +541,17 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     m = from_hf(module)
     names = {"W_q": "q_proj", "W_k": "k_proj", "W_v": "v_proj", "W_o": "o_proj"}
     theirs = module.state_dict()
+    d = 24 // 4 if family == "phi3" else 8  # Phi-3's heads: hidden_size // num_attention_heads
+    if family == "phi3":  # its fused qkv_proj: the query's 4 heads' rows, the key's 2, the value's
+        rows = theirs.pop("qkv_proj.weight").split([4 * d, 2 * d, 2 * d])
+        split = zip(("q_proj", "k_proj", "v_proj"), rows, strict=True)
+        theirs.update({f"{n}.weight": w for n, w in split})
     for ours, hf in names.items():
         assert torch.equal(getattr(m, ours).weight, theirs[f"{hf}.weight"])
     # What each family switches on (the table of the chapter "Today's layer"), biases asked for
     biased = {n for n in names if getattr(m, n).bias is not None}
     qkv = {"W_q", "W_k", "W_v"}
-    assert biased == {"mistral": set(), "mixtral": set()}.get(
+    assert biased == {"mistral": set(), "mixtral": set(), "phi3": set()}.get(
         family, qkv if family in ("qwen2", "qwen2_moe", "glm4") else set(names)
     )
     assert (m.q_norm is not None) == (
@@ -470,25 +561,25 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     flavours = {"gemma3": "gemma", "qwen3_next": "gemma", "olmo2": "projection"}
     assert m.qk_norm == flavours.get(family, m.q_norm is not None)
     assert m.window == (5 if family in WINDOWED else None)
-    assert m.head_size == 8 and m.hidden_size == 24 and m.W_o.in_features == 32
+    assert m.head_size == d and m.hidden_size == 24 and m.W_o.in_features == 4 * d
     scales = {"granite": GRANITE_MULTIPLIER} | dict.fromkeys(GEMMAS, GEMMA_QUERY_SCALAR**-0.5)
-    assert m.scale == scales.get(family, 8**-0.5)
+    assert m.scale == scales.get(family, d**-0.5)
     assert m.softcap == (GEMMA2_SOFTCAP if family == "gemma2" else None)
     assert m.sinks == (family == "gpt_oss")  # one learned logit per head, copied exactly
     assert m.sink_logits is None or torch.equal(m.sink_logits, theirs["sinks"])
     # Qwen3-Next's gate: q_proj's rows as they are, each head's query then its gate
     assert m.gate == (family == "qwen3_next")
     assert m.temperature == (LLAMA4_TEMPERATURE if family == "llama4" else None)  # NoPE layers'
-    assert m.W_q.out_features == (64 if m.gate else 32)
+    assert m.W_q.out_features == (2 if m.gate else 1) * 4 * d
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
     elif family in ("smollm3", "llama4"):  # NoPE layers: no rotation, whatever rope_parameters say
         assert m.rope is None
         return
-    else:
-        assert m.rope.scaling["rope_type"] == "llama3"
+    else:  # Phi-3 takes longrope for llama3
+        assert m.rope.scaling["rope_type"] == ("longrope" if family == "phi3" else "llama3")
     # GLM-4 rotates the first half of each head, in interleaved pairs; Qwen3-Next in halves
-    rotation = {"glm4": (4, True), "qwen3_next": (4, False)}.get(family, (8, False))
+    rotation = {"glm4": (4, True), "qwen3_next": (4, False)}.get(family, (d, False))
     assert (m.rope.rotary_dims, m.rope.interleaved) == rotation
 
 
@@ -499,10 +590,12 @@ ALL_ROPES = {**ROPES, "deepseek-yarn": DEEPSEEK_YARN}
 @pytest.mark.parametrize(
     ("rope", "partial"),
     # transformers' default rope type ignores partial_rotary_factor in Llama's code
-    [(rope, 1.0) for rope in sorted(ALL_ROPES)] + [("llama3", 0.5), ("yarn", 0.5)],
+    [(rope, 1.0) for rope in sorted(ALL_ROPES)]
+    + [("llama3", 0.5), ("yarn", 0.5), ("longrope", 0.75)],
 )
 def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
-    params = {**ALL_ROPES[rope], "partial_rotary_factor": partial}
+    factors = longrope_factors(int(32 * partial) // 2) if rope == "longrope" else {}
+    params = {**ALL_ROPES[rope], **factors, "partial_rotary_factor": partial}
     config = LlamaConfig(
         hidden_size=64,
         num_attention_heads=2,
@@ -511,7 +604,9 @@ def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
         rope_parameters=params,
     )
     theirs = LlamaRotaryEmbedding(config)
-    scaling = {k: v for k, v in ALL_ROPES[rope].items() if k != "rope_theta"}
+    scaling = {k: v for k, v in {**ALL_ROPES[rope], **factors}.items() if k != "rope_theta"}
+    if rope == "longrope":  # transformers' factor: max_position_embeddings / the trained context
+        scaling["factor"] = 64 / ALL_ROPES[rope]["original_max_position_embeddings"]
     ours = RotaryEmbedding(
         int(32 * partial),
         base=ALL_ROPES[rope]["rope_theta"],
@@ -519,10 +614,12 @@ def test_rotary_frequencies_equal_transformers_bit_for_bit(rope, partial):
     )
     assert torch.equal(ours.inv_freq, theirs.inv_freq)
     assert ours.attention_factor == theirs.attention_scaling
-    positions = torch.arange(40)[None]
-    cos, sin = theirs(torch.zeros(1, dtype=torch.float64), positions)
-    assert torch.equal(ours(positions)[0].double(), cos)
-    assert torch.equal(ours(positions)[1].double(), sin)
+    # within the trained context, then past it (longrope's long factors), then within again
+    for length in (5, 40, 8):
+        positions = torch.arange(length)[None]
+        cos, sin = theirs(torch.zeros(1, dtype=torch.float64), positions)
+        assert torch.equal(ours(positions)[0].double(), cos), length
+        assert torch.equal(ours(positions)[1].double(), sin), length
 
 
 def test_left_padded_batch_with_explicit_positions_equals_each_row_alone():
@@ -665,14 +762,18 @@ def gemmas_norm_on_q_only():
     return qwen3_with_norms(randomised(Gemma3RMSNorm(8), 1), module.k_norm)
 
 
-# Each: the layer, the error, what it says. Phi-3's projection is fused; a norm of neither
+# Each: the layer, the error, what it says. GPT-NeoX's projection is fused under another name
+# (query_key_value, its heads' q, k and v interleaved, not Phi-3's qkv_proj); a norm of neither
 # formula (a LayerNorm) or two formulas at once is refused; OLMo's clip_qkv is read from its
 # config; Llama 4's q/k norm has no weight and its layers with rotation are chunked (each refused,
 # named; its NoPE layers, tuning their temperature, convert); Cohere 2's full layers do not
 # rotate, which no attribute says, and a layer whose use_rope says it does not rotate (SmolLM3's
 # NoPE layers) does: the run beside the module built shows each.
 REFUSED = {
-    "phi3": (lambda: layer("phi3", "Phi3"), r"Phi3Attention's submodules are o_proj, qkv_proj$"),
+    "gpt-neox": (
+        lambda: layer("gpt_neox", "GPTNeoX"),
+        r"GPTNeoXAttention's submodules are query_key_value, dense$",
+    ),
     "olmo-clip": (
         lambda: layer("olmo", "Olmo", clip_qkv=8.0),
         r"^OlmoAttention's config sets clip_qkv=8\.0 \(it clamps q, k and v",
@@ -729,9 +830,43 @@ REFUSED = {
 @pytest.mark.parametrize("case", list(REFUSED))
 def test_a_layer_that_differs_is_refused_naming_what_differs(case):
     built, said = REFUSED[case]
-    error = TypeError if case == "phi3" else ValueError
+    error = TypeError if case == "gpt-neox" else ValueError
     with pytest.raises(error, match=said):
         from_hf(built())
+
+
+def test_phi3s_fused_projection_is_split_into_w_q_w_k_w_v_and_fused_back():
+    # Phi-3's qkv_proj: the query's 4 heads' rows, then the key's 2, then the value's 2 (of 6
+    # dims: its heads are hidden_size // num_attention_heads wide); prefill and decoding equal
+    from mha.interop import to_hf
+
+    config = Phi3Config(
+        hidden_size=24, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64
+    )
+    config._attn_implementation = "sdpa"
+    module = randomised(Phi3Attention(config, layer_idx=0).double().eval(), 0)
+    m = from_hf(module)
+    fused = module.qkv_proj.weight
+    assert torch.equal(torch.cat([m.W_q.weight, m.W_k.weight, m.W_v.weight]), fused)
+    assert [m.W_q.out_features, m.W_k.out_features, m.W_v.out_features] == [24, 12, 12]
+    rotary, theirs, ours = Phi3RotaryEmbedding(config), DynamicCache(config=config), KVCache()
+    x = torch.randn(2, 5, 24, dtype=torch.float64)
+    positions = torch.arange(5).expand(2, -1)
+    mask = additive_mask(positions, positions, None, torch.float64)
+    expected = hf_call(module, rotary, x, positions, mask, theirs)
+    with torch.no_grad():
+        assert_matches(m(x, is_causal=True, cache=ours), expected)
+        x = torch.randn(2, 1, 24, dtype=torch.float64)
+        position = torch.full((2, 1), 5)
+        mask = additive_mask(position, torch.arange(6).expand(2, -1), None, torch.float64)
+        expected = hf_call(module, rotary, x, position, mask, theirs)
+        assert_matches(m(x, is_causal=True, cache=ours), expected)
+    # back: W_q, W_k and W_v changed on mha's side are the fused rows, in that order
+    with torch.no_grad():
+        m.W_k.weight.mul_(2.0)
+    again = to_hf(m, Phi3Attention(config, layer_idx=0).double())
+    assert torch.equal(again.qkv_proj.weight[24:36], 2.0 * fused[24:36])
+    assert torch.equal(again.qkv_proj.weight[36:], fused[36:])
 
 
 def test_a_layer_that_rotates_whole_heads_whatever_the_config_says_is_converted_so():
