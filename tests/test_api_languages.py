@@ -220,7 +220,7 @@ def test_built_zh_page_has_no_english_prose_in_the_docstrings(built_site):
     assert not found, "\n".join(found)
 
 
-def test_built_page_checkers_catch_english_in_a_zh_table(built_site, tmp_path):
+def test_built_page_checkers_catch_english_in_a_zh_section(built_site, tmp_path):
     for lang in LANGUAGES:
         api = built_site / ("" if lang == "en" else lang) / "api"
         shutil.copytree(api, tmp_path / ("" if lang == "en" else lang) / "api")

@@ -18,7 +18,7 @@ read its signature with ``inspect.signature`` and check, in each language:
 The checker reads the docstrings as the build does (``in_language``, then griffe's Google parser).
 The pages that show the package's code show each docstring in their language
 (``source_in_language``), and nothing else changes. The built pages ``api/`` and ``zh/api/`` are
-checked too (``built_problems``, given a built site): each object's parameter table lists the
+checked too (``built_problems``, given a built site): each object's parameter list lists the
 signature's parameters, in the page's language.
 """
 
@@ -322,19 +322,22 @@ SECTION_KINDS = {
 
 @dataclass
 class Rendered:
-    """One object on a built API page: its table rows per section kind, and its prose."""
+    """One object on a built API page: its section items per kind, and its prose."""
 
     params: dict[str, str] = field(default_factory=dict)  # name -> description (no code)
     returns: list[str] = field(default_factory=list)
     raises: list[tuple[str, str]] = field(default_factory=list)
-    prose: list[str] = field(default_factory=list)  # text outside code, tables included
+    prose: list[str] = field(default_factory=list)  # text outside code, sections included
 
     def descriptions(self) -> list[str]:
         return list(self.params.values()) + self.returns + [d for _, d in self.raises]
 
 
 class ApiPage(HTMLParser):
-    """Reads mkdocstrings' output: headings with the object's id, section titles, table rows."""
+    """Reads mkdocstrings' output: headings with the object's id, section titles, and each
+    section's items (``docstring_section_style: list``): ``<li class="doc-section-item">``, whose
+    head names the parameter (in ``<b>``) or the type (its first ``<code>``), then ``–`` and a
+    ``doc-md-description``."""
 
     def __init__(self):
         super().__init__()
@@ -344,8 +347,10 @@ class ApiPage(HTMLParser):
         self.in_title = False
         self.title = ""
         self.code = 0  # depth inside <code>/<pre>
-        self.cells: list[list[str]] | None = None  # per cell: [text without code, full text]
-        self.in_cell = False
+        self.item: dict[str, list[str]] | None = None  # per part: [text without code, full text]
+        self.part: str | None = None  # "head", "name" (in <b>), "type" (first code), "desc"
+        self.typed = False  # the head's first <code> seen
+        self.nested = 0  # depth of <li> (and of <div> in the description) inside the item
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -355,13 +360,19 @@ class ApiPage(HTMLParser):
             self.kind = None
         elif tag == "span" and "doc-section-title" in classes:
             self.in_title, self.title = True, ""
-        elif tag in ("code", "pre"):
+        elif tag == "li" and "doc-section-item" in classes:
+            self.item = {part: ["", ""] for part in ("name", "type", "desc")}
+            self.part, self.typed, self.nested = "head", False, 0
+        elif self.item is not None and tag in ("li", "div") and self.part == "desc":
+            self.nested += 1
+        elif self.item is not None and tag == "div" and "doc-md-description" in classes:
+            self.part = "desc"
+        elif self.item is not None and tag == "b" and self.part == "head":
+            self.part = "name"
+        if tag in ("code", "pre"):
             self.code += 1
-        elif tag == "tr" and "doc-section-item" in classes:
-            self.cells = []
-        elif tag == "td" and self.cells is not None:
-            self.cells.append(["", ""])
-            self.in_cell = True
+            if self.item is not None and self.part == "head" and not self.typed:
+                self.part, self.typed = "type", True
 
     def handle_endtag(self, tag):
         if tag == "article":  # the page's content ends: the footer is no object's
@@ -369,31 +380,41 @@ class ApiPage(HTMLParser):
         elif tag == "span" and self.in_title:
             self.in_title = False
             self.kind = SECTION_KINDS.get(self.title.strip().rstrip(":：").strip())
-        elif tag in ("code", "pre"):
+        if tag in ("code", "pre"):
             self.code -= 1
-        elif tag == "td":
-            self.in_cell = False
-        elif tag == "tr" and self.cells is not None:
-            self.row([[" ".join(t.split()) for t in cell] for cell in self.cells])
-            self.cells = None
-
-    def row(self, cells):
-        if self.current is None or not cells:
+            if self.part == "type" and not self.code:
+                self.part = "head"
+        if self.item is None:
             return
+        if tag == "b" and self.part == "name":
+            self.part = "head"
+        elif tag in ("li", "div") and self.part == "desc" and self.nested:
+            self.nested -= 1
+        elif tag == "div" and self.part == "desc":
+            self.part = None
+        elif tag == "li":
+            self.entry({k: " ".join(v[0].split()) for k, v in self.item.items()}, self.item)
+            self.item = self.part = None
+
+    def entry(self, text: dict[str, str], item: dict[str, list[str]]):
+        """One item of a section: ``text`` without code per part, ``item`` with it."""
+        if self.current is None:
+            return
+        full = {k: " ".join(v[1].split()) for k, v in item.items()}
         if self.kind == "params":
-            self.current.params[cells[0][1]] = cells[2][0]
+            self.current.params[full["name"]] = text["desc"]
         elif self.kind == "returns":
-            self.current.returns.append(cells[-1][0])
+            self.current.returns.append(text["desc"])
         elif self.kind == "raises":
-            self.current.raises.append((cells[0][1], cells[1][0]))
+            self.current.raises.append((full["type"], text["desc"]))
 
     def handle_data(self, data):
         if self.in_title:
             self.title += data
-        if self.in_cell and self.cells:
-            self.cells[-1][1] += data
+        if self.item is not None and self.part in ("name", "type", "desc"):
+            self.item[self.part][1] += data
             if not self.code:
-                self.cells[-1][0] += data
+                self.item[self.part][0] += data
         if self.current is not None and not self.code and not self.in_title:
             self.current.prose.append(data)
 
@@ -407,7 +428,7 @@ def rendered(site: Path, lang: str) -> dict[str, Rendered]:
 
 
 def built_parameter_problems(site: Path) -> list[str]:
-    """Each documented object on the built API page of every language, its parameter table the
+    """Each documented object on the built API page of every language, its parameter list the
     signature's parameters, each described, the same exceptions, its descriptions in the page's
     language."""
     pages = {lang: rendered(site, lang) for lang in LANGUAGES}
