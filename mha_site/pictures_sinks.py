@@ -59,6 +59,7 @@ def sink_share(language: str) -> str:
     for b in range(batch):
         y += ROW
         svg.text(4, y, tr(language, f"sequence {b}", f"序列 {b}"), bold=True, size=SMALL)
+        y += SMALL + 6  # the query positions' line below it, clear of the sequence's label
         for s in range(q_len):
             x0 = LABEL + 8 + s * COLUMN
             label = tr(language, f"query {s}", f"查询 {s}")
