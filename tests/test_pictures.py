@@ -105,6 +105,7 @@ DRAWN = {
     "fast-memory": PAGE,  # the fast page's model and written_out on x and a context [2, 7, 20]
     "softcap-curve": PAGE,
     "sink-share": PAGE,
+    "gate-values": PAGE,
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -126,6 +127,7 @@ PAGE_RUNS = {
     "fast.md": PAGE,  # and a context [2, 7, 20]
     "softcap.md": PAGE,
     "sinks.md": PAGE,
+    "gate.md": PAGE,
 }
 
 

@@ -100,6 +100,7 @@ TEACHES = {
         "缩放": "walkthrough.md",
         "软上限": "softcap.md",
         "注意力汇聚": "sinks.md",
+        "门控": "gate.md",
     },
     "en": {
         "transpose": "walkthrough.md",
@@ -113,6 +114,7 @@ TEACHES = {
         "scaling": "walkthrough.md",
         "soft-capping": "softcap.md",
         "attention sink": "sinks.md",
+        "gate": "gate.md",
     },
 }
 TOP = 3
