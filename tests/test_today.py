@@ -516,8 +516,15 @@ def test_with_sinks_fast_runs_the_written_out_path_and_decoding_equals_one_forwa
     m = MHA(20, 4, kv_heads=2, sinks=True, window=window, rope=RotaryEmbedding(4)).double()
     torch.nn.init.normal_(m.sink_logits)
     x = torch.randn(2, 7, 20, dtype=torch.float64)
-    whole, cache = m(x, is_causal=True), KVCache()
+    m(x, is_causal=True)
     assert calls == [], "the fused kernel ran, and it has no sinks"
+    assert_decoding_and_the_written_out_path_equal_one_forward(m, x)
+
+
+def assert_decoding_and_the_written_out_path_equal_one_forward(m, x):
+    """``m``'s causal forward over ``x``'s 7 positions equals a prefill of 4 then 3 steps in a
+    ``KVCache``, and equals itself with ``fast=False``."""
+    whole, cache = m(x, is_causal=True), KVCache()
     parts = [m(x[:, :4], is_causal=True, cache=cache)]
     parts += [m(x[:, i : i + 1], is_causal=True, cache=cache) for i in range(4, 7)]
     assert_close(torch.cat(parts, dim=1), whole)
@@ -564,13 +571,9 @@ def test_with_a_gate_fast_keeps_the_fused_kernel_and_decoding_equals_one_forward
     torch.manual_seed(0)
     m = MHA(20, 4, kv_heads=2, gate=True, qk_norm="gemma", rope=RotaryEmbedding(2)).double()
     x = torch.randn(2, 7, 20, dtype=torch.float64)
-    whole, cache = m(x, is_causal=True), KVCache()
+    m(x, is_causal=True)
     assert calls == [1], "the gate multiplies the output after attention: the kernel runs"
-    parts = [m(x[:, :4], is_causal=True, cache=cache)]
-    parts += [m(x[:, i : i + 1], is_causal=True, cache=cache) for i in range(4, 7)]
-    assert_close(torch.cat(parts, dim=1), whole)
-    m.fast = False
-    assert_close(m(x, is_causal=True), whole)
+    assert_decoding_and_the_written_out_path_equal_one_forward(m, x)
 
 
 # ---- Llama 4: each query scaled by a temperature of its position ---------------------------------
