@@ -186,6 +186,7 @@ class KVCache:
         # positions _dropped .. _len - 1, from index _offset on; _kept is what the window keeps.
         self._dropped = self._offset = 0
         self._kept: int | None = None
+        self._chunk: int | None = None  # chunked attention's chunk size (keep_chunk), else None
         self._owner: weakref.ref | None = None  # the module that fills it (set by MHA.forward)
         self._source: str | None = None  # what MHA.forward filled it from: "x" or "context"
 
@@ -196,7 +197,9 @@ class KVCache:
         head = f"len={len(self)}" + ("" if self.max_len is None else f", max_len={self.max_len}")
         head += f", rollback={self.rollback}" if self.rollback else ""
         head += ", static=True" if self.static else ""
-        if self._kept is not None:
+        if self._chunk is not None:
+            head += f", held={self._len - self._dropped} (its chunk of {self._chunk} so far)"
+        elif self._kept is not None:
             head += f", held={self._len - self._dropped} (window keeps {self._kept})"
         if self._keys is None:
             return f"KVCache({head})"
@@ -432,6 +435,36 @@ class KVCache:
         self._dropped += drop
         self._offset += drop
 
+    def keep_chunk(self, size: int) -> None:
+        """Hold only the positions of the chunk in progress, and ``rollback`` more: a chunked
+        ``MHA.forward`` (``MHA(chunk=size)``, Llama 4's chunked attention) calls it after each
+        call. A query sees only the keys of its own chunk of ``size`` positions, so a finished
+        chunk is freed: ``len(cache) % size`` positions are held, none right after a chunk ends.
+
+        Args:
+            size: the chunk size.
+
+        Raises:
+            TypeError: ``size`` is not an ``int``.
+            ValueError: ``size`` is not positive.
+
+        中文:
+            只留正在进行的那一块的位置，外加 ``rollback`` 个：分块的 ``MHA.forward``
+            （``MHA(chunk=size)``，Llama 4 的分块注意力）每次调用之后调用它。查询只看得到自己那一块
+            （``size`` 个位置）里的键，所以写完的一块就释放掉：留下 ``len(cache) % size`` 个位置，
+            一块刚结束时一个也不留。
+
+            参数：
+                size: 块的大小。
+
+            异常：
+                TypeError: ``size`` 不是 ``int``。
+                ValueError: ``size`` 不是正数。
+        """
+        _check_length("size", size, positive=True)
+        self.keep_last(self._len % size)
+        self._chunk = size
+
     def overflows(self, new: int) -> bool:
         """Whether appending ``new`` positions would hold more than ``max_len`` (never without
         one): then a sliding window's call appends with ``append_windowed`` instead.
@@ -531,7 +564,14 @@ class KVCache:
         if self.static:  # the positions beyond n stay in the buffer, masked out, overwritten later
             self._length.fill_(n)
             return
-        if self._dropped and n - self._dropped < self._kept:
+        if self._dropped and self._chunk is not None and self._dropped > n - n % self._chunk:
+            raise ValueError(
+                f"this cache holds only positions {self._dropped} .. {self._len - 1} (chunked "
+                f"attention frees each finished chunk of {self._chunk}), and attending from "
+                f"position {n} needs the positions of its chunk from {n - n % self._chunk} on: n "
+                f"must be at least {self._dropped}, or reset() it"
+            )
+        if self._dropped and self._chunk is None and n - self._dropped < self._kept:
             raise ValueError(
                 f"this cache holds only positions {self._dropped} .. {self._len - 1} (a sliding "
                 f"window keeps the {self._kept} latest), and attending from position {n} needs "
@@ -599,7 +639,7 @@ class KVCache:
         """
         self._keys = self._values = None
         self._len = self._dropped = self._offset = 0
-        self._kept = None
+        self._kept = self._chunk = None
         self._owner = self._source = None
         self._length = torch.zeros((), dtype=torch.long) if self.static else None
 

@@ -56,7 +56,7 @@ from mha.checks import (
     check_input,
     check_sizes,
 )
-from mha.masks import and_causal, causal_mask, float_mask_as, held_mask, padding_mask
+from mha.masks import and_causal, causal_mask, chunk_mask, float_mask_as, held_mask, padding_mask
 from mha.norm import RMSNorm
 from mha.rope import RotaryEmbedding
 
@@ -70,20 +70,22 @@ torch.serialization.add_safe_globals(
 
 
 PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")
+# The flavours of q/k norm named by a string (True is Qwen3's): Gemma 3's, OLMo 2's, Llama 4's
+QK_NORMS = ("gemma", "projection", "weightless")
 _BIAS_SAID = {(): False, PROJECTIONS: True}  # how print shows MHA.bias, a tuple of names
 
 
 def _check_qk_norm(qk_norm: object) -> None:
-    """``qk_norm`` is ``False``, ``True`` (Qwen3's RMSNorm), ``"gemma"`` (Gemma 3's) or
-    ``"projection"`` (OLMo 2's)."""
-    if isinstance(qk_norm, str) and qk_norm not in ("gemma", "projection"):
+    """``qk_norm`` is ``False``, ``True`` (Qwen3's RMSNorm), ``"gemma"`` (Gemma 3's),
+    ``"projection"`` (OLMo 2's) or ``"weightless"`` (Llama 4's)."""
+    if isinstance(qk_norm, str) and qk_norm not in QK_NORMS:
         raise ValueError(
-            f"qk_norm must be False, True, 'gemma' or 'projection', got {qk_norm!r}"
+            f"qk_norm must be False, True, 'gemma', 'projection' or 'weightless', got {qk_norm!r}"
         )
     if not isinstance(qk_norm, bool | str):
         raise TypeError(
-            f"qk_norm must be a bool, 'gemma' or 'projection', got {type(qk_norm).__name__} "
-            f"({qk_norm!r})"
+            "qk_norm must be a bool, 'gemma', 'projection' or 'weightless', got "
+            f"{type(qk_norm).__name__} ({qk_norm!r})"
         )
 
 
@@ -143,6 +145,7 @@ class Options:
         norm_eps: as in [`MHA`][mha.full.MHA].
         rope: as in [`MHA`][mha.full.MHA].
         window: as in [`MHA`][mha.full.MHA].
+        chunk: as in [`MHA`][mha.full.MHA].
         softcap: as in [`MHA`][mha.full.MHA].
         sinks: as in [`MHA`][mha.full.MHA].
         gate: as in [`MHA`][mha.full.MHA].
@@ -183,6 +186,7 @@ class Options:
             norm_eps: 与 [`MHA`][mha.full.MHA] 相同。
             rope: 与 [`MHA`][mha.full.MHA] 相同。
             window: 与 [`MHA`][mha.full.MHA] 相同。
+            chunk: 与 [`MHA`][mha.full.MHA] 相同。
             softcap: 与 [`MHA`][mha.full.MHA] 相同。
             sinks: 与 [`MHA`][mha.full.MHA] 相同。
             gate: 与 [`MHA`][mha.full.MHA] 相同。
@@ -202,6 +206,7 @@ class Options:
     norm_eps: float = 1e-6
     rope: RotaryEmbedding | None = None
     window: int | None = None
+    chunk: int | None = None
     softcap: float | None = None
     sinks: bool = False
     gate: bool = False
@@ -290,13 +295,20 @@ class MHA(nn.Module):
             ([`RMSNorm`][mha.norm.RMSNorm]'s ``plus_one``); ``"projection"`` for OLMo 2's, one
             RMSNorm over the whole projection (all heads together, before the split into heads):
             ``q_norm`` with ``heads_num * head_size`` weights, ``k_norm`` with
-            ``kv_heads * head_size``.
+            ``kv_heads * head_size``; ``"weightless"`` for Llama 4's, an RMSNorm of each head
+            without a weight, after the rotation.
         norm_eps: the ``eps`` of those norms (``rms_norm_eps`` in the configs).
         rope: a [`RotaryEmbedding`][mha.rope.RotaryEmbedding]: the queries and the new keys are
             rotated by their positions before the keys enter the cache (self-attention only).
         window: sliding-window attention (Mistral): with ``is_causal``, each query sees only the
             ``window`` latest positions, itself included; a cache then keeps only the
             ``window - 1`` latest positions after each call.
+        chunk: chunked attention (Llama 4's ``attention_chunk_size``): with ``is_causal``, the
+            positions fall into chunks of ``chunk`` (``0 .. chunk - 1``, ``chunk ..``), and a
+            query sees only the keys of its own chunk, up to itself; a cache frees each finished
+            chunk, holding ``len(cache) % chunk`` positions after a call. With ``positions`` the
+            chunks count by them (a left-padded row's from its first token, as transformers'
+            do), and the cache holds the ``chunk - 1`` latest. Not with ``window``.
         softcap: attention logit soft-capping (Gemma 2's ``attn_logit_softcapping``): each
             scaled score ``s`` becomes ``tanh(s / softcap) * softcap`` before the mask, so every
             score lies in ``(-softcap, softcap)``. ``None`` (the default) leaves the scores as
@@ -326,9 +338,10 @@ class MHA(nn.Module):
         ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``
             (without ``head_size``), ``heads_num`` not by ``kv_heads``, ``dropout`` is outside
             ``[0, 1)``, ``bias`` names another projection, ``scale``, ``norm_eps`` or
-            ``softcap`` is not positive, ``qk_norm`` is a string other than ``"gemma"`` and
-            ``"projection"``, ``temperature`` holds a number that is not positive, or ``rope``
-            rotates more dimensions than a head has.
+            ``softcap`` is not positive, ``qk_norm`` is a string other than ``"gemma"``,
+            ``"projection"`` and ``"weightless"``, ``temperature`` holds a number that is not
+            positive, ``window`` and ``chunk`` are both given, or ``rope`` rotates more
+            dimensions than a head has.
 
     Examples:
         >>> model = MHA(hidden_size=20, heads_num=4, kv_heads=2)
@@ -368,13 +381,19 @@ class MHA(nn.Module):
                 ``1 + weight``（[`RMSNorm`][mha.norm.RMSNorm] 的 ``plus_one``）；取
                 ``"projection"`` 时是 OLMo 2 的写法：在拆分成头之前，对整个投影（所有头一起）做
                 一次 RMSNorm，``q_norm`` 有 ``heads_num * head_size`` 个权重，``k_norm`` 有
-                ``kv_heads * head_size`` 个。
+                ``kv_heads * head_size`` 个；取 ``"weightless"`` 时是 Llama 4 的写法：对每个头做没有
+                权重的 RMSNorm，在旋转之后。
             norm_eps: 这两个归一化的 ``eps``（配置里的 ``rms_norm_eps``）。
             rope: 一个 [`RotaryEmbedding`][mha.rope.RotaryEmbedding]：查询和新的键在键存进缓存
                 之前按位置旋转（只用于自注意力）。
             window: 滑动窗口注意力（Mistral）：与 ``is_causal`` 一起使用时，每个查询只看最近的
                 ``window`` 个位置（包括它自己）；缓存在每次调用之后也只保留最近的 ``window - 1``
                 个位置。
+            chunk: 分块注意力（Llama 4 的 ``attention_chunk_size``）：与 ``is_causal`` 一起使用时，
+                位置按 ``chunk`` 个一块划分（0–``chunk - 1``、``chunk`` 起……），查询只看得到自己
+                那一块里、不晚于自己的键；缓存释放每个写完的块，调用之后只留 ``len(cache) % chunk``
+                个位置。给了 ``positions`` 时按它们分块（左填充的行从第一个真实位置数起，与
+                transformers 相同），缓存留最近的 ``chunk - 1`` 个。不能与 ``window`` 同时使用。
             softcap: 注意力分数的软上限（Gemma 2 的 ``attn_logit_softcapping``）：缩放后的每个
                 分数 ``s`` 在加掩码之前变成 ``tanh(s / softcap) * softcap``，于是每个分数都落在
                 ``(-softcap, softcap)`` 之内。默认 ``None`` 表示分数保持原样。融合算子不接受这样的
@@ -400,8 +419,9 @@ class MHA(nn.Module):
             ValueError: 尺寸不是正数，（没给 ``head_size`` 时）``hidden_size`` 不能被
                 ``heads_num`` 整除，``heads_num`` 不能被 ``kv_heads`` 整除，``dropout`` 不在
                 ``[0, 1)`` 之内，``bias`` 里有别的投影名，``scale``、``norm_eps`` 或 ``softcap``
-                不是正数，``qk_norm`` 是 ``"gemma"`` 和 ``"projection"`` 以外的字符串，
-                ``temperature`` 里有不是正数的数，或者 ``rope`` 要旋转的维度比一个头的还多。
+                不是正数，``qk_norm`` 是 ``"gemma"``、``"projection"``、``"weightless"`` 以外的
+                字符串，``temperature`` 里有不是正数的数，同时给了 ``window`` 和 ``chunk``，或者
+                ``rope`` 要旋转的维度比一个头的还多。
     """
 
     def __init__(
@@ -420,6 +440,7 @@ class MHA(nn.Module):
         norm_eps: float = 1e-6,
         rope: RotaryEmbedding | None = None,
         window: int | None = None,
+        chunk: int | None = None,
         softcap: float | None = None,
         sinks: bool = False,
         gate: bool = False,
@@ -452,6 +473,13 @@ class MHA(nn.Module):
             raise ValueError(f"softcap must be a finite positive float, got {softcap}")
         if window is not None:
             _check_length("window", window, positive=True)
+        if chunk is not None:
+            _check_length("chunk", chunk, positive=True)
+        if chunk is not None and window is not None:
+            raise ValueError(
+                f"window ({window}) and chunk ({chunk}) are two ways of limiting what a query "
+                "sees (a sliding band, fixed blocks): a layer has one or the other"
+            )
         if temperature is not None:
             _check_temperature(temperature)
         if rope is not None and not isinstance(rope, RotaryEmbedding):
@@ -476,6 +504,7 @@ class MHA(nn.Module):
         self.norm_eps = float(norm_eps)
         self.rope = rope
         self.window = window
+        self.chunk = chunk
         self.softcap = None if softcap is None else float(softcap)
         self.sinks = sinks
         self.gate = gate
@@ -499,11 +528,15 @@ class MHA(nn.Module):
         # 3's scales by 1 + weight
         # OLMo 2 的跨越整个投影（所有头一起），权重在 float32（或更宽）里相乘
         # OLMo 2's spans the whole projection (all heads together), times the weight in float32
+        # Llama 4 的没有权重，在旋转之后做
+        # Llama 4's has no weight, and comes after the rotation
         gemma, whole = qk_norm == "gemma", qk_norm == "projection"
         sizes = (heads_num * head_size, kv_heads * head_size) if whole else (head_size, head_size)
+        flavour = dict(
+            plus_one=gemma, weight_in_float32=whole, elementwise_affine=qk_norm != "weightless"
+        )
         self.q_norm, self.k_norm = (
-            RMSNorm(size, eps=norm_eps, plus_one=gemma, weight_in_float32=whole) if qk_norm else None
-            for size in sizes
+            RMSNorm(size, eps=norm_eps, **flavour) if qk_norm else None for size in sizes
         )
         # gpt-oss：每个查询头一个汇聚 logit，初始为 0（不用时为 None）
         # gpt-oss: one sink logit per query head, starting at 0 (None when off)
@@ -730,13 +763,13 @@ class MHA(nn.Module):
             gate = qg[..., self.head_size :].reshape(x.size(0), x.size(1), -1)  # [batch_size, q_len, heads_num * head_size]
         else:
             q = self.W_q(x)  # [batch_size, q_len, heads_num * head_size]
-        whole = self.qk_norm == "projection"
+        whole, after = self.qk_norm == "projection", self.qk_norm == "weightless"
         if whole:
             # OLMo 2：归一化跨越整个投影，在拆分成头之前
             # OLMo 2: the norm spans the whole projection, before the split into heads
             q = self.q_norm(q)  # [batch_size, q_len, heads_num * head_size]
         q = q.view(q.size(0), q.size(1), self.heads_num, self.head_size).transpose(1, 2)  # [batch_size, heads_num, q_len, head_size]
-        if self.q_norm is not None and not whole:
+        if self.q_norm is not None and not whole and not after:
             q = self.q_norm(q)  # [batch_size, heads_num, q_len, head_size]
 
         if not reuse:
@@ -749,9 +782,14 @@ class MHA(nn.Module):
                 k = self.k_norm(k)  # [batch_size, src_len, kv_heads * head_size]
             k = k.view(k.size(0), k.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
             v = v.view(v.size(0), v.size(1), self.kv_heads, self.head_size).transpose(1, 2)  # [batch_size, kv_heads, src_len, head_size]
-            if self.k_norm is not None and not whole:
+            if self.k_norm is not None and not whole and not after:
                 k = self.k_norm(k)  # [batch_size, kv_heads, src_len, head_size]
 
+        given = None
+        if self.chunk is not None:
+            # 调用者给的位置（若有）：分块按它们数（左填充的行各自从第一个真实位置数起）
+            # The caller's positions, if any: chunks count by them (a left-padded row's own)
+            given = positions  # [..., q_len]
         if self.rope is not None:
             # 旋转位置编码：查询和新的键按各自的位置旋转，键在存进缓存之前就转好
             # Rotary embeddings: the queries and the new keys turn by their positions, the keys
@@ -764,6 +802,13 @@ class MHA(nn.Module):
             turns = self.rope(positions) if rotations is None else rotations
             q = self.rope.rotate(q, *turns)  # [batch_size, heads_num, q_len, head_size]
             k = self.rope.rotate(k, *turns)  # [batch_size, kv_heads, q_len, head_size]
+        if after:
+            # Llama 4：没有权重的归一化，在旋转之后（旋转不改变一个头的长度，顺序只影响舍入）
+            # Llama 4's: a norm without a weight, after the rotation (which keeps each head's
+            # length, so the order changes only the rounding)
+            q = self.q_norm(q)  # [batch_size, heads_num, q_len, head_size]
+            if not reuse:
+                k = self.k_norm(k)  # [batch_size, kv_heads, src_len, head_size]
 
         if self.temperature is not None:
             # Llama 4 的温度调节：位置 p 上的查询乘以 log1p(floor((p + 1) / floor_scale)) * attn_scale + 1，
@@ -801,7 +846,7 @@ class MHA(nn.Module):
                 seen = held_mask(at, cache.max_len, is_causal=is_causal, window=self.window)  # [q_len, k_len]
                 attn_mask = and_causal(attn_mask, seen)  # [..., q_len, k_len]
                 is_causal = False  # the mask holds the causal order and the window
-            elif context is None and self.window is not None and cache.overflows(k.size(2)):
+            elif context is None and self._drops and cache.overflows(k.size(2)):
                 # 滑动窗口的一次调用可以比 max_len 长（一段长提示）：缓存只写入之后要留下的位置，
                 # 注意力用缓存原有的键、值接上这次新算的
                 # A sliding window's call may bring more than max_len positions (a long prompt):
@@ -809,7 +854,7 @@ class MHA(nn.Module):
                 # held followed by the new keys and values
                 held_keys = cache.keys  # [batch_size, kv_heads, held, head_size]
                 held_values = cache.values  # [batch_size, kv_heads, held, head_size]
-                cache.append_windowed(k.to(v.dtype), v, self.window - 1)
+                cache.append_windowed(k.to(v.dtype), v, self._keeps(held + x.size(1), given))
                 if held_keys is not None:
                     k = torch.cat([held_keys, k.to(v.dtype)], dim=2)  # [batch_size, kv_heads, k_len, head_size]
                     v = torch.cat([held_values, v], dim=2)  # [batch_size, kv_heads, k_len, head_size]
@@ -822,6 +867,15 @@ class MHA(nn.Module):
                 # 滑动窗口的缓存丢掉了最早的位置：掩码也只留最后 k_len 列
                 # A sliding window's cache dropped the oldest positions: so does the mask
                 attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
+        if self.chunk is not None:
+            # Llama 4 的分块注意力：查询只看得到自己那一块里的键，块按位置划分（不是相对距离）
+            # Llama 4's chunked attention: a query sees only the keys of its own chunk, chunks
+            # counted by position (not by distance)
+            chunks = self._chunks(
+                q.size(2), k.size(2), held + x.size(1), given, at if static else None
+            )  # [..., q_len, k_len]: [q_len, k_len], or [batch_size, 1, q_len, k_len] by positions
+            if chunks is not None:
+                attn_mask = chunks if attn_mask is None else and_causal(attn_mask, chunks)  # [..., q_len, k_len]
 
         try:
             if self.fast and not need_weights and self.softcap is None and not self.sinks:
@@ -851,6 +905,15 @@ class MHA(nn.Module):
             # Sliding window: the next call's queries see nothing older, so the cache keeps the
             # window - 1 latest positions
             cache.keep_last(self.window - 1)
+        elif cache is not None and self.chunk is not None and not static and given is None:
+            # 分块：写完的一块再也不会被看到，缓存只留正在进行的这一块
+            # Chunks: a finished chunk is never seen again, so the cache keeps the one in progress
+            cache.keep_chunk(self.chunk)
+        elif cache is not None and self.chunk is not None and not static:
+            # 按调用者的位置分块（左填充的各行各自分块）：留下任何一行下一个查询可能要的 chunk - 1 个
+            # Chunks by the caller's positions (a left-padded batch's rows chunked apart): keep
+            # the chunk - 1 any row's next query may need
+            cache.keep_last(self.chunk - 1)
 
         # 拼接各头（与纯享版相同），再做输出投影
         # Concatenate the heads (as in the pure version), then the output projection
@@ -995,6 +1058,46 @@ class MHA(nn.Module):
         causal = causal_mask(q_len, k_len, device=q.device, window=self.window)  # [q_len, k_len]
         return and_causal(attn_mask, causal)
 
+    @property
+    def _drops(self) -> bool:
+        """Whether a cache of this module drops positions after each call (a sliding window, or
+        chunks)."""
+        return self.window is not None or self.chunk is not None
+
+    def _keeps(self, end: int, given: Tensor | None) -> int:
+        """How many positions a dropping cache holds after a call that ends at ``end``: a
+        window's ``window - 1``, or the chunk in progress (``chunk - 1`` at most when chunks
+        count by the caller's ``positions``, a row's own)."""
+        if self.window is not None:
+            return self.window - 1
+        return end % self.chunk if given is None else self.chunk - 1
+
+    def _chunks(
+        self, q_len: int, k_len: int, end: int, positions: Tensor | None, at: Tensor | None
+    ) -> Tensor | None:
+        """Which keys share a chunk with each query (``chunk``): ``[q_len, k_len]``, or
+        ``[batch_size, 1, q_len, k_len]`` for ``positions`` per row; ``None`` when every key
+        does. The keys are the positions ``end - k_len .. end - 1``, the queries the ``q_len``
+        latest (a static cache's: every slot, and the queries at ``at``); with ``positions``
+        every row is shifted so that its last query sits at its own last position."""
+        if at is None:
+            if positions is None and (end - k_len) // self.chunk == (end - 1) // self.chunk:
+                return None  # one chunk holds every key: the causal mask alone
+            k_at = torch.arange(end - k_len, end, device=self.W_q.weight.device)  # [k_len]
+            q_at = k_at[k_len - q_len :]  # [q_len]
+        else:  # a static cache: slot p holds position p
+            k_at = torch.arange(k_len, device=at.device)  # [k_len]
+            q_at = at  # [q_len]
+        if positions is not None:
+            # 按调用者的位置：每一行平移到它最后一个查询所在的位置（左填充的行从第一个真实位置数起）
+            # By the caller's positions: each row shifted to where its last query is (a
+            # left-padded row counts from its first real position)
+            shift = positions[..., -1:] - q_at[-1]  # [..., 1]
+            q_at = q_at + shift  # [..., q_len]
+            k_at = k_at + shift  # [..., k_len]
+        same = chunk_mask(q_at, k_at, self.chunk)  # [..., q_len, k_len]
+        return same if same.dim() == 2 else same.unsqueeze(1)
+
     def _check_options(
         self,
         context: Tensor | None,
@@ -1008,6 +1111,16 @@ class MHA(nn.Module):
             raise ValueError(
                 f"this MHA has a sliding window (window={self.window}), which applies to causal "
                 "attention: pass is_causal=True"
+            )
+        if self.chunk is not None and not is_causal:
+            raise ValueError(
+                f"this MHA attends in chunks (chunk={self.chunk}), which applies to causal "
+                "attention: pass is_causal=True"
+            )
+        if self.chunk is not None and context is not None:
+            raise ValueError(
+                f"this MHA attends in chunks (chunk={self.chunk}) of self-attention's positions: "
+                "context= (cross-attention) is refused"
             )
         if self.temperature is not None and context is not None:
             raise ValueError(
@@ -1023,10 +1136,10 @@ class MHA(nn.Module):
             _check_rotations(rotations, positions, x, self.rope)
         if positions is None:
             return
-        if self.rope is None and self.temperature is None:
+        if self.rope is None and self.temperature is None and self.chunk is None:
             raise ValueError(
-                "positions are what rope rotates by (and temperature scales by), and this MHA has "
-                "neither"
+                "positions are what rope rotates by (temperature scales by, chunks are counted "
+                "by), and this MHA has none of them"
             )
         _check_positions(positions, x)
 

@@ -121,6 +121,7 @@ TO_TORCH_REFUSES = {
     "norm_eps": lambda o: f"norm_eps={o.norm_eps} (the eps of qk_norm's norms)",
     "rope": lambda o: "rope (rotary embeddings)",
     "window": lambda o: "window (a sliding window)",
+    "chunk": lambda o: f"chunk={o.chunk} (attention within chunks of positions)",
     "softcap": lambda o: f"softcap={o.softcap} (a cap of the attention scores)",
     "sinks": lambda o: "sinks (a learned logit per head in the softmax's denominator)",
     "gate": lambda o: "gate (each head's output times a sigmoid gate computed by W_q)",
@@ -487,8 +488,11 @@ _HF_MLA_ATTRIBUTES = frozenset(
 # Config fields a layer of the Llama family's layout reads in its forward, for a feature mha has
 # no option for (OLMo's clip_qkv); set to anything but None, the layer is refused, naming it.
 _HF_CONFIG_FEATURES = {"clip_qkv": "clamps q, k and v to [-clip_qkv, clip_qkv]"}
-# The kinds of layer (a config's layer_types) that are causal attention with or without a window.
-_LAYER_TYPES = ("full_attention", "sliding_attention")
+# The kinds of layer (a config's layer_types) that are causal attention: in full, in a sliding
+# window, or in chunks (Llama 4's: attention_chunk_size positions each).
+_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+# Llama 4's one norm of the queries' and the keys' heads, without a weight (after the rotation)
+_HF_WEIGHTLESS = "qk_norm"
 
 
 def _layout(module: nn.Module) -> str:
@@ -500,9 +504,6 @@ def _layout(module: nn.Module) -> str:
             f"module must be a transformers attention layer (with config and layer_idx), got {name}"
         )
     children = dict(module.named_children())
-    features = _llama4_features(module)
-    if features:
-        raise ValueError(f"{name} does what mha.full.MHA has no option for: {'; '.join(features)}")
     if "kv_a_proj_with_mqa" in children:
         kind, names, known = "mla", _HF_MLA_NAMES, _HF_MLA_ATTRIBUTES
     else:
@@ -517,7 +518,11 @@ def _layout(module: nn.Module) -> str:
                 "layers (or Phi-3's fused qkv_proj and o_proj, or DeepSeek's latent "
                 f"kv_a_proj_with_mqa); {name}'s submodules are {', '.join(children) or 'none'}"
             )
-    extra = [f"submodule {n} ({type(c).__name__})" for n, c in children.items() if n not in names]
+    extra = [
+        f"submodule {n} ({type(c).__name__})"
+        for n, c in children.items()
+        if n not in names and not (n == _HF_WEIGHTLESS and _weightless(c))
+    ]
     extra += [
         f"{what} {n} {list(t.shape)}"
         for what, items in (
@@ -565,26 +570,6 @@ def _layout(module: nn.Module) -> str:
             f"converts {' and '.join(_LAYER_TYPES)} layers"
         )
     return kind
-
-
-def _llama4_features(module: nn.Module) -> list[str]:
-    """What a Llama 4 layer does beyond mha's options, each said: its q/k norm without a weight
-    (after the rotation), its chunked mask."""
-    said = []
-    norm = getattr(module, "qk_norm", None)
-    if isinstance(norm, nn.Module) and not any(True for _ in norm.parameters()):
-        said.append(
-            f"qk_norm ({type(norm).__name__}): a norm of each query and key head without a "
-            "weight, after the rotation (the config's use_qk_norm); mha's qk_norm has a weight "
-            "and normalises before the rotation"
-        )
-    if _layer_type(module) == "chunked_attention":
-        size = getattr(module.config, "attention_chunk_size", None)
-        said.append(
-            f"a layer of type 'chunked_attention' (attention_chunk_size={size}): a query sees "
-            f"only the keys of its own chunk of {size} positions, a mask mha has no option for"
-        )
-    return said
 
 
 def _layer_type(module: nn.Module) -> str | None:
@@ -696,6 +681,28 @@ def _norm_eps(norm: nn.Module) -> float:
     return float(eps)
 
 
+def _weightless(norm: object) -> bool:
+    """Whether ``norm`` is a module without parameters (Llama 4's ``qk_norm``)."""
+    return isinstance(norm, nn.Module) and not any(True for _ in norm.parameters())
+
+
+def _check_weightless(module: nn.Module) -> str:
+    """Llama 4's ``qk_norm``, one norm for the queries' and the keys' heads without a weight,
+    computes ``x / sqrt(mean(x²) + eps)`` as ``mha.norm.RMSNorm(elementwise_affine=False)``
+    does: ``"weightless"``; otherwise a ``ValueError`` saying how far off it is."""
+    norm, weight = getattr(module, _HF_WEIGHTLESS), module.o_proj.weight
+    ours = mha.norm.RMSNorm(module.head_dim, eps=_norm_eps(norm), elementwise_affine=False)
+    x = _probe_tensor((3, module.head_dim), weight)
+    off = _relative(ours(x), norm(x))
+    if off > _PROBE_TOLERANCE.get(weight.dtype, 5e-2):
+        raise ValueError(
+            f"{type(module).__name__}.{_HF_WEIGHTLESS} ({type(norm).__name__}) computes otherwise "
+            f"than x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm without a weight): relative "
+            f"difference {off:.2g}"
+        )
+    return "weightless"
+
+
 def _check_qk_norm(module: nn.Module) -> bool | str:
     """``q_norm`` and ``k_norm``, if any, are each an RMSNorm of one head (``[head_dim]``
     weights), computing ``weight * x / sqrt(mean(x²) + eps)`` as ``mha.norm.RMSNorm`` does, or
@@ -705,6 +712,8 @@ def _check_qk_norm(module: nn.Module) -> bool | str:
     or ``"projection"``."""
     name, d = type(module).__name__, module.head_dim
     config = module.config
+    if _weightless(getattr(module, _HF_WEIGHTLESS, None)):
+        return _check_weightless(module)
     norms = {n: getattr(module, n, None) for n in ("q_norm", "k_norm")}
     present = [n for n, norm in norms.items() if norm is not None]
     if len(present) == 1:
@@ -777,7 +786,11 @@ FROM_HF_FILLS = {
     # False, True, Gemma's (1 + weight): "gemma", or OLMo 2's whole projection: "projection"
     "qk_norm": _check_qk_norm,
     "norm_eps": lambda module: (
-        _norm_eps(module.q_norm) if getattr(module, "q_norm", None) is not None else 1e-6
+        _norm_eps(module.q_norm)
+        if getattr(module, "q_norm", None) is not None
+        else _norm_eps(getattr(module, _HF_WEIGHTLESS))
+        if _weightless(getattr(module, _HF_WEIGHTLESS, None))
+        else 1e-6
     ),
     # the config's rope_parameters; which dimensions rotate, paired how, is the layer's code:
     # _settle_rotation keeps the first of _rotations under which it computes what the layer does
@@ -785,6 +798,10 @@ FROM_HF_FILLS = {
         _rope_from_hf(module, *_rotations(module)[0]) if _hf_rotates(module) else None
     ),
     "window": _hf_window,
+    # Llama 4's chunked layers: a query sees the keys of its own chunk only
+    "chunk": lambda module: (
+        module.config.attention_chunk_size if _layer_type(module) == "chunked_attention" else None
+    ),
     "softcap": lambda module: getattr(module, "attn_logit_softcapping", None),  # Gemma 2's
     "sinks": lambda module: isinstance(getattr(module, "sinks", None), nn.Parameter),  # gpt-oss's
     # Qwen3-Next's: a q_proj twice as wide, each head's query then its gate (the probe checks it)
@@ -824,29 +841,31 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     """Build an [`mha.full.MHA`][mha.full.MHA], or from DeepSeek's latent attention an
     [`mha.mla.MLA`][mha.mla.MLA], equal to a transformers attention module.
 
-    A layer is taken by what it is and does, not by its class's name. Of the Llama family's
-    layout (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``, maybe ``q_norm`` and ``k_norm``),
-    its variants differ in a few switches, each an option of ``mha.full.MHA``: ``head_size``
-    (the layer's ``head_dim``), ``bias`` (the projections that have one: Qwen2's, Qwen2-MoE's
-    and GLM-4's q, k and v; the others' per the config's ``attention_bias``), ``scale`` (the
-    layer's ``scaling``: Granite's is its ``attention_multiplier``, Gemma's
-    ``query_pre_attn_scalar ** -0.5``), ``qk_norm`` (Qwen3, Qwen3-MoE: an RMSNorm of each head;
-    Gemma 3's ``(1 + weight)`` one, ``"gemma"``; OLMo 2's of the whole projection,
-    ``"projection"``), ``rope`` (the config's ``rope_parameters``, of
-    the layer's type where they differ by type, as Gemma 3's local and global bases: default,
-    ``llama3``, ``yarn`` or Phi-3's ``longrope`` (its ``factor``, if the config leaves it out,
+    A layer is taken by what it is and does, not by its class's name. Of the Llama family's layout
+    (``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``, maybe ``q_norm`` and ``k_norm``), its variants
+    differ in a few switches, each an option of ``mha.full.MHA``: ``head_size`` (the layer's
+    ``head_dim``), ``bias`` (the projections that have one: Qwen2's, Qwen2-MoE's and GLM-4's q, k
+    and v; the others' per the config's ``attention_bias``), ``scale`` (the layer's ``scaling``:
+    Granite's is its ``attention_multiplier``, Gemma's ``query_pre_attn_scalar ** -0.5``),
+    ``qk_norm`` (Qwen3, Qwen3-MoE: an RMSNorm of each head; Gemma 3's ``(1 + weight)`` one,
+    ``"gemma"``; OLMo 2's of the whole projection, ``"projection"``; Llama 4's one ``qk_norm``
+    without a weight, ``"weightless"``), ``rope`` (the config's ``rope_parameters``, of the layer's
+    type where they differ by type, as Gemma 3's local and global bases: default, ``llama3``,
+    ``yarn`` or Phi-3's ``longrope`` (its ``factor``, if the config leaves it out,
     ``max_position_embeddings / original_max_position_embeddings`` as transformers computes it),
     with its ``partial_rotary_factor``; pairs of halves, or interleaved pairs as GLM-4's code
-    rotates them; ``None`` on SmolLM3's NoPE layers, whose ``use_rope`` is 0), ``window``
-    (Mistral's and Mixtral's ``sliding_window``, Qwen's, Gemma's and gpt-oss's on their sliding
-    layers), ``softcap`` (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by
-    it), ``sinks`` (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``) and ``gate``
-    (Qwen3-Next's ``q_proj`` twice as wide: each head's query then its gate, copied into ``W_q``
-    as it is). This covers Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma,
-    Gemma 2, Gemma 3, Granite, GLM-4, gpt-oss, Qwen3-Next, SmolLM3, OLMo 2 and Phi-3 attention
-    (the experts of the MoE models are in their MLPs, not here); Phi-3's one ``qkv_proj`` is
-    split by rows into ``W_q``, ``W_k`` and ``W_v`` (the query's heads first, then the key's,
-    then the value's). The weights are copied exactly, on the module's device and in its
+    rotates them, and Llama 4's complex numbers; ``None`` on SmolLM3's and Llama 4's NoPE layers,
+    whose ``use_rope`` is 0), ``window`` (Mistral's and Mixtral's ``sliding_window``, Qwen's,
+    Gemma's and gpt-oss's on their sliding layers), ``chunk`` (Llama 4's ``attention_chunk_size`` on
+    its chunked layers), ``temperature`` (Llama 4's ``attn_scale`` and ``floor_scale`` on its NoPE
+    layers), ``softcap`` (Gemma 2's ``attn_logit_softcapping``, kept if the layer, run, caps by it),
+    ``sinks`` (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``) and ``gate``
+    (Qwen3-Next's ``q_proj`` twice as wide: each head's query then its gate, copied into ``W_q`` as
+    it is). This covers Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2,
+    Gemma 3, Granite, GLM-4, gpt-oss, Qwen3-Next, SmolLM3, OLMo 2, Phi-3 and Llama 4 attention (the
+    experts of the MoE models are in their MLPs, not here); Phi-3's one ``qkv_proj`` is split by
+    rows into ``W_q``, ``W_k`` and ``W_v`` (the query's heads first, then the key's, then the
+    value's). The weights are copied exactly, on the module's device and in its
     dtype. The result called as ``m(x, is_causal=True)`` gives the module's output for positions
     ``0 .. q_len - 1`` under its causal (and sliding-window) mask; with a
     [`KVCache`][mha.cache.KVCache] it continues at position
@@ -874,11 +893,10 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             submodules.
         ValueError: the layer does what ``mha`` does not, and the message names it: a
             parameter, submodule or attribute ``from_hf`` does not map,
-            ``is_causal=False``, a layer type other than full and sliding attention,
+            ``is_causal=False``, a layer type other than full, sliding and chunked attention,
             a projection of another shape, a q/k norm of another formula, a rope type other
-            than default, ``llama3``, ``yarn`` and ``longrope``, Llama 4's q/k norm without a
-            weight and its chunked layers (each named); or the layer, run, computes otherwise
-            than the module built from it.
+            than default, ``llama3``, ``yarn`` and ``longrope`` (each named); or the layer,
+            run, computes otherwise than the module built from it.
 
     中文:
         构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek 的
@@ -891,18 +909,22 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         其余的看配置的 ``attention_bias``）、``scale``（层的 ``scaling``：Granite 的就是它的
         ``attention_multiplier``，Gemma 的是 ``query_pre_attn_scalar ** -0.5``）、``qk_norm``
         （Qwen3、Qwen3-MoE：对每个头做 RMSNorm；Gemma 3 的乘 ``(1 + weight)``，即 ``"gemma"``；
-        OLMo 2 的对整个投影做，即 ``"projection"``）、
+        OLMo 2 的对整个投影做，即 ``"projection"``；Llama 4 那个不带权重的 ``qk_norm``，即
+        ``"weightless"``）、
         ``rope``（配置里的 ``rope_parameters``，按层的类型各取一份时取这一层的，比如 Gemma 3 的局部
         和全局基数：默认、``llama3``、``yarn`` 或 Phi-3 的 ``longrope``（配置没写 ``factor`` 时，按
         transformers 的算法取 ``max_position_embeddings / original_max_position_embeddings``），
         连同它的 ``partial_rotary_factor``；前后两半配对，或者像 GLM-4 的代码那样相邻两维配对；
-        SmolLM3 的 NoPE 层 ``use_rope`` 为 0，取 ``None``）、``window``（Mistral 和 Mixtral 的
-        ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动窗口层）、``softcap``（Gemma 2 的
+        以及 Llama 4 的复数写法；SmolLM3 和 Llama 4 的 NoPE 层 ``use_rope`` 为 0，取 ``None``）、
+        ``window``（Mistral 和 Mixtral 的 ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动窗口
+        层）、``chunk``（Llama 4 分块注意力层的 ``attention_chunk_size``）、``temperature``
+        （Llama 4 NoPE 层的 ``attn_scale`` 和 ``floor_scale``）、``softcap``（Gemma 2 的
         ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）、``sinks``（gpt-oss
         的 ``sinks`` 参数，复制进 ``sink_logits``）和 ``gate``（Qwen3-Next 宽一倍的
         ``q_proj``：每个头先是查询、再是门控，原样复制进 ``W_q``）。Llama、Mistral、Mixtral、
         Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、gpt-oss、
-        Qwen3-Next、SmolLM3、OLMo 2 和 Phi-3 的注意力都在其中（MoE 模型的专家在 MLP 里，不在这里）；
+        Qwen3-Next、SmolLM3、OLMo 2、Phi-3 和 Llama 4 的注意力都在其中（MoE 模型的专家在 MLP 里，
+        不在这里）；
         Phi-3 只有一个 ``qkv_proj``，按行切成 ``W_q``、``W_k`` 和 ``W_v``（先是查询的各个头，再是
         键的，最后是值的）。权重原样复制，设备和 dtype 与模块相同。以
         ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动窗口）
@@ -928,10 +950,9 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             TypeError: ``module`` 没有 ``config`` 和 ``layer_idx``，或者没有这两种结构的投影
                 （比如 GPT-NeoX 的 ``query_key_value``）；错误信息会列出它的子模块。
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
-                参数、子模块或属性，``is_causal=False``，完整注意力和滑动
-                窗口注意力以外的层类型，形状不同的投影，公式不同的 q/k 归一化，默认、``llama3``、
-                ``yarn``、``longrope`` 之外的 rope 类型，Llama 4 不带权重的 q/k 归一化和分块注意力层
-                （逐个写出）；或者运行起来，这个层算出的与由它构建的模块不同。
+                参数、子模块或属性，``is_causal=False``，完整、滑动窗口和分块注意力以外的层类型，
+                形状不同的投影，公式不同的 q/k 归一化，默认、``llama3``、``yarn``、``longrope``
+                之外的 rope 类型（逐个写出）；或者运行起来，这个层算出的与由它构建的模块不同。
     """
     kind = _layout(module)
     if kind == "mla":
@@ -1063,6 +1084,8 @@ def _probe(m: nn.Module, module: nn.Module) -> float:
     visible = j <= i
     if getattr(m, "window", None) is not None:
         visible &= i - j < m.window
+    if getattr(m, "chunk", None) is not None:
+        visible &= i // m.chunk == j // m.chunk
     mask = torch.zeros(visible.shape, dtype=weight.dtype, device=weight.device)
     mask = mask.masked_fill(~visible, torch.finfo(weight.dtype).min)[None, None]
     config, training = module.config, (module.training, m.training)

@@ -162,6 +162,31 @@ def padding_mask(lengths: Tensor, k_len: int, *, left: bool = False) -> Tensor:
 # --8<-- [end:masks]
 
 
+def chunk_mask(q_at: Tensor, k_at: Tensor, chunk: int) -> Tensor:
+    """Which keys lie in the same chunk of ``chunk`` positions as each query (Llama 4's chunked
+    attention; the causal order is another mask): ``True`` where ``q_at // chunk`` equals
+    ``k_at // chunk``.
+
+    Args:
+        q_at: the queries' positions, an integer tensor ``[..., q_len]``.
+        k_at: the keys' positions, ``[..., k_len]`` (leading dims broadcast with ``q_at``'s).
+        chunk: the chunk size.
+
+    Returns:
+        A boolean tensor ``[..., q_len, k_len]``.
+
+    Examples:
+        >>> chunk_mask(torch.arange(5), torch.arange(5), 2) & causal_mask(5, 5)
+        tensor([[ True, False, False, False, False],
+                [ True,  True, False, False, False],
+                [False, False,  True, False, False],
+                [False, False,  True,  True, False],
+                [False, False, False, False,  True]])
+    """
+    first = q_at.div(chunk, rounding_mode="floor").unsqueeze(-1)  # [..., q_len, 1]
+    return first == k_at.div(chunk, rounding_mode="floor").unsqueeze(-2)
+
+
 def and_causal(attn_mask: Tensor | None, causal: Tensor) -> Tensor:
     """A query sees a key when both ``attn_mask`` (boolean, or float: added to the scores) and
     ``causal`` let it."""

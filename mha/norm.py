@@ -41,6 +41,8 @@ class RMSNorm(nn.Module):
         plus_one: scale by ``1 + weight`` (Gemma's), not by ``weight``.
         weight_in_float32: multiply by the weight in float32, then cast back (OLMo 2's; Gemma's
             always does), not after the cast.
+        elementwise_affine: ``False`` for a norm without a weight (Llama 4's q/k norm,
+            ``MHA(qk_norm="weightless")``): the normalised ``x``, cast back, and no parameter.
 
     Examples:
         >>> norm = RMSNorm(2)
@@ -71,6 +73,8 @@ class RMSNorm(nn.Module):
             plus_one: 乘 ``1 + weight``（Gemma 的写法），而不是乘 ``weight``。
             weight_in_float32: 在 float32 里乘权重再转回（OLMo 2 的写法；Gemma 的总是这样），
                 而不是转回之后再乘。
+            elementwise_affine: 为 ``False`` 时没有权重（Llama 4 的 q/k 归一化，
+                ``MHA(qk_norm="weightless")``）：只归一化、转回，没有参数。
     """
 
     def __init__(
@@ -80,15 +84,21 @@ class RMSNorm(nn.Module):
         *,
         plus_one: bool = False,
         weight_in_float32: bool = False,
+        elementwise_affine: bool = True,
     ) -> None:
         super().__init__()
         _check_length("size", size, positive=True)
         _check_number("eps", eps, positive=True)
         _check_flag("plus_one", plus_one)
         _check_flag("weight_in_float32", weight_in_float32)
-        # Gemma 的权重从 0 开始（乘的是 1 + weight），其余的从 1 开始
-        # Gemma's weights start at 0 (it scales by 1 + weight), the others' at 1
-        self.weight = nn.Parameter(torch.zeros(size) if plus_one else torch.ones(size))
+        _check_flag("elementwise_affine", elementwise_affine)
+        if plus_one and not elementwise_affine:
+            raise ValueError("plus_one scales by 1 + weight: it needs elementwise_affine=True")
+        # Gemma 的权重从 0 开始（乘的是 1 + weight），其余的从 1 开始；Llama 4 的没有权重
+        # Gemma's weights start at 0 (it scales by 1 + weight), the others' at 1; Llama 4's has none
+        weight = torch.zeros(size) if plus_one else torch.ones(size)
+        self.weight = nn.Parameter(weight) if elementwise_affine else None
+        self.size = size
         self.eps = float(eps)
         self.plus_one = plus_one
         self.weight_in_float32 = weight_in_float32
@@ -109,7 +119,8 @@ class RMSNorm(nn.Module):
         """
         flavour = ", plus_one=True" if self.plus_one else ""
         flavour += ", weight_in_float32=True" if self.weight_in_float32 else ""
-        return f"{self.weight.size(0)}, eps={self.eps}{flavour}"
+        flavour += ", elementwise_affine=False" if self.weight is None else ""
+        return f"{self.size}, eps={self.eps}{flavour}"
 
     def forward(self, x: Tensor) -> Tensor:
         """``x`` normalised over its last dimension, then scaled by the weight.
@@ -131,6 +142,8 @@ class RMSNorm(nn.Module):
         """
         wide = x.float()
         wide = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.weight is None:  # Llama 4's: no weight, cast back
+            return wide.to(x.dtype)
         if self.plus_one:  # Gemma's: (1 + weight), multiplied in float32, then cast back
             return (wide * (1.0 + self.weight.float())).to(x.dtype)
         if self.weight_in_float32:  # OLMo 2's: times the weight (float32 or wider), then cast

@@ -54,6 +54,7 @@ class Run:
     rotary_dims: int | None = None
     positions: str | None = None
     window: int | None = None
+    chunk: int | None = None  # Llama 4's chunked attention: the cache keeps the chunk in progress
     bias: bool | tuple[str, ...] = True
     norm_eps: float = 1e-6
     max_len: int | None = None  # the cache's max_len
@@ -82,6 +83,7 @@ class Run:
             norm_eps=self.norm_eps,
             rope=None if self.rotary_dims is None else RotaryEmbedding(self.rotary_dims),
             window=self.window,
+            chunk=self.chunk,
             softcap=self.softcap,
             sinks=self.sinks,
             gate=self.gate,
@@ -93,10 +95,15 @@ class Run:
 
     @property
     def held(self) -> int:
-        """The cached positions the call attends over (a window keeps ``window - 1``)."""
-        if self.window is None or self.static:  # a static cache drops nothing
+        """The cached positions the call attends over (a window keeps ``window - 1``; chunks the
+        one in progress, or ``chunk - 1`` when counted by each row's positions)."""
+        if self.static or (self.window is None and self.chunk is None):  # nothing dropped
             return self.cached
-        return min(self.cached, self.window - 1)
+        if self.window is not None:
+            return min(self.cached, self.window - 1)
+        if self.positions == "batch":
+            return min(self.cached, self.chunk - 1)
+        return self.cached % self.chunk
 
     def dims(self) -> dict[str, int]:
         src_len = self.q_len if self.src_len is None else self.src_len
@@ -138,7 +145,7 @@ class Run:
             free["heads_num * head_size"] = dims["heads_num"] * dims["head_size"]
         if self.rotary_dims is not None:
             free["rotary_dims"] = self.rotary_dims
-        if self.window is not None and self.cached and not self.static:
+        if (self.window or self.chunk) is not None and self.cached and not self.static:
             free["held"] = self.held
         if dims["kv_heads"] != dims["heads_num"]:
             free["kv_heads"] = dims["kv_heads"]
@@ -328,6 +335,45 @@ RUNS = [
         static=True,
     ),
     Run(
+        "today/fast/chunk/weightless-norm/rope/cache/padding/causal",
+        **TODAY,
+        rotary_dims=6,
+        qk_norm="weightless",  # Llama 4's: no weight, after the rotation
+        chunk=5,  # 9 cached, 4 of them held (chunk 1's); the call's 3 cross into chunk 2
+        cached=9,
+        mask="padding",
+        is_causal=True,
+    ),
+    Run(
+        "today/math/chunk/positions/cache/causal",
+        **TODAY,
+        rotary_dims=6,
+        chunk=5,
+        positions="batch",  # chunks counted by each row's positions: chunk - 1 held
+        cached=5,
+        fast=False,
+        is_causal=True,
+    ),
+    Run(
+        "today/fast/chunk/positions/static-cache/padding/causal",
+        **TODAY,
+        rotary_dims=6,
+        chunk=4,
+        positions="batch",
+        cached=5,
+        mask="padding",
+        is_causal=True,
+        max_len=10,
+        static=True,
+    ),
+    Run(
+        "cross/gqa/fast/weightless-norm/bool-2d",
+        **GQA,
+        src_len=7,
+        qk_norm="weightless",
+        mask="bool-2d",
+    ),
+    Run(
         "cross/today/math/qk_norm/scale/float-2d",
         **TODAY,
         src_len=7,
@@ -375,6 +421,8 @@ def inputs(namespace: dict, run: Run) -> Call:
             cache.append_static(torch.randn(shape), torch.randn(shape))
         elif run.window is None:
             cache.append(torch.randn(shape), torch.randn(shape))
+            if run.chunk is not None:  # as a chunked call leaves it
+                cache.keep_last(run.held)
         else:  # as a windowed call leaves it: the window - 1 latest held
             cache.append_windowed(torch.randn(shape), torch.randn(shape), run.window - 1)
             cache.keep_last(run.window - 1)

@@ -146,8 +146,9 @@ def test_a_flag_not_a_bool_raises_type_error(name, value, actual):
     assert raised_in_mha(e)
 
 
-NAMED = "a bool, 'gemma' or 'projection'"  # qk_norm's flavours: Gemma 3's and OLMo 2's
-VALUES = "False, True, 'gemma' or 'projection'"
+# qk_norm's flavours: Gemma 3's, OLMo 2's, Llama 4's
+NAMED = "a bool, 'gemma', 'projection' or 'weightless'"
+VALUES = "False, True, 'gemma', 'projection' or 'weightless'"
 
 
 @pytest.mark.parametrize(

@@ -609,3 +609,136 @@ def test_temperature_scales_each_query_by_log1p_of_its_floored_position(fast):
     both = m(x, is_causal=True, positions=rows)
     assert_close(both[:1], m(x[:1], is_causal=True))
     assert_close(both[1:], m(x[1:], is_causal=True, positions=torch.arange(3, 10)))
+
+
+# ---- Llama 4: attention within chunks, and its q/k norm without a weight -------------------------
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("chunk", [1, 3, 5])
+def test_a_chunked_cache_frees_each_finished_chunk_and_decodes_as_the_full_forward(fast, chunk):
+    m = today_model(chunk=chunk, fast=fast, qk_norm="weightless")
+    x = torch.randn(2, 12, 24, dtype=torch.float64)
+    whole = m(x, is_causal=True)
+    # The chunks' mask, written out: query p sees keys p - p % chunk .. p
+    plain = today_model(fast=fast, qk_norm="weightless")
+    p = torch.arange(12)
+    same = (p[:, None] // chunk == p[None, :] // chunk) & causal_mask(12, 12)
+    assert_close(whole, plain(x, attn_mask=same))
+    assert not torch.allclose(whole, plain(x, is_causal=True)), "the chunks change the output"
+    cache = KVCache()
+    outs = [m(x[:, :4], is_causal=True, cache=cache)]
+    assert cache.keys.size(2) == 4 % chunk and len(cache) == 4
+    for i in range(4, 12):
+        outs.append(m(x[:, i : i + 1], is_causal=True, cache=cache))
+        assert cache.keys.size(2) == (i + 1) % chunk, "only the chunk in progress is held"
+        assert len(cache) == i + 1
+    assert_close(torch.cat(outs, dim=1), whole)
+    # A prompt past a cache's max_len: only what the chunk in progress needs is written
+    bounded = KVCache(max_len=chunk)
+    assert_close(m(x, is_causal=True, cache=bounded), whole)
+    assert bounded.keys.size(2) == 12 % chunk and len(bounded) == 12
+
+
+def test_a_chunked_decode_step_in_its_chunk_calls_the_kernel_without_a_mask(monkeypatch):
+    import mha.full
+
+    masks = []
+    kernel = torch.nn.functional.scaled_dot_product_attention
+    recorded = lambda *a, **kw: masks.append(kw.get("attn_mask")) or kernel(*a, **kw)  # noqa: E731
+    monkeypatch.setattr(mha.full.F, "scaled_dot_product_attention", recorded)
+    m, cache = today_model(chunk=4), KVCache()
+    x = torch.randn(1, 9, 24, dtype=torch.float64)
+    m(x[:, :6], is_causal=True, cache=cache)  # positions 0 .. 5: two chunks, a mask
+    assert masks[-1] is not None and masks[-1].shape == (6, 6)
+    for i in range(6, 9):  # the cache holds only chunk 1's positions: every key is the query's
+        m(x[:, i : i + 1], is_causal=True, cache=cache)
+        assert masks[-1] is None
+    assert len(masks) == 4
+
+
+def test_a_chunked_cache_refuses_a_crop_into_a_freed_chunk_and_takes_one_within():
+    m = today_model(chunk=4)
+    cache = KVCache()
+    m(torch.randn(1, 10, 24, dtype=torch.float64), is_causal=True, cache=cache)
+    assert "held=2 (its chunk of 4 so far)" in repr(cache)
+    with pytest.raises(ValueError, match=r"holds only positions 8 \.\. 9 .* n must be at least 8"):
+        cache.crop(7)
+    cache.crop(8)  # position 8 starts a chunk: it needs nothing before it
+    assert len(cache) == 8 and cache.keys.size(2) == 0
+    cache.reset()
+    assert len(cache) == 0 and "held" not in repr(cache)
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_chunks_count_by_each_rows_positions_so_a_left_padded_row_equals_itself_alone(static):
+    # Row 1 is row 0's sequence without its first 2 positions, padded on the left by 2: with
+    # positions counted from its first real one, its chunks are those of the sequence alone
+    m = today_model(chunk=3)
+    x = torch.randn(2, 9, 24, dtype=torch.float64)
+    x[1, 2:] = x[0, :7]
+    positions = torch.stack([torch.arange(9), torch.arange(9) - 2]).clamp(min=0)  # [2, 9]
+    visible = torch.ones(2, 9, dtype=torch.bool)
+    visible[1, :2] = False
+    alone = m(x[:1], is_causal=True)
+    cache = KVCache(max_len=9, static=True) if static else KVCache()
+    # a static cache's mask covers its 9 slots, a dynamic one's the positions seen so far
+    covered = lambda end: visible[:, None, None, : 9 if static else end]  # noqa: E731
+    outs = [
+        m(x[:, :5], is_causal=True, positions=positions[:, :5], cache=cache, attn_mask=covered(5))
+    ]
+    for i in range(5, 9):
+        step = dict(positions=positions[:, i : i + 1], cache=cache, attn_mask=covered(i + 1))
+        outs.append(m(x[:, i : i + 1], is_causal=True, **step))
+    out = torch.cat(outs, dim=1)
+    assert_close(out[0], alone[0])
+    assert_close(out[1, 2:], alone[0, :7])
+    if not static:  # counted by positions, a row's chunk may start later: chunk - 1 held
+        assert cache.keys.size(2) == 2
+
+
+def test_the_weightless_norm_is_rmsnorm_without_a_weight_after_the_rotation():
+    norm = RMSNorm(8, eps=1e-5, elementwise_affine=False)
+    assert norm.weight is None and not list(norm.parameters())
+    assert repr(norm) == "RMSNorm(8, eps=1e-05, elementwise_affine=False)"
+    t = torch.randn(3, 8, dtype=torch.float64)
+    by_hand = (t.float() * torch.rsqrt(t.float().pow(2).mean(-1, keepdim=True) + 1e-5)).double()
+    assert torch.equal(norm(t), by_hand)
+    # In MHA: no parameter, and the norm after the rotation (Llama 4's order)
+    m = today_model(qk_norm="weightless", norm_eps=1e-5)
+    assert [n for n, _ in m.named_parameters() if "norm" in n] == []
+    x = torch.randn(2, 5, 24, dtype=torch.float64)
+    q = m.W_q(x).view(2, 5, 4, 8).transpose(1, 2)
+    k = m.W_k(x).view(2, 5, 2, 8).transpose(1, 2)
+    cos, sin = m.rope(torch.arange(5))
+    q, k = norm(m.rope.rotate(q, cos, sin)), norm(m.rope.rotate(k, cos, sin))
+    v = m.W_v(x).view(2, 5, 2, 8).transpose(1, 2)
+    attended = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=True
+    )
+    expected = m.W_o(attended.transpose(1, 2).reshape(2, 5, 32))
+    assert_close(m(x, is_causal=True), expected)
+    with pytest.raises(ValueError, match="plus_one scales by 1 \\+ weight: it needs"):
+        RMSNorm(8, plus_one=True, elementwise_affine=False)
+
+
+@pytest.mark.parametrize(
+    ("options", "call", "message"),
+    [
+        (dict(chunk=0), None, "chunk must be a positive int, got 0"),
+        (dict(chunk=4, window=3), None, r"window \(3\) and chunk \(4\) are two ways"),
+        (dict(chunk=4), dict(), r"attends in chunks \(chunk=4\), .* pass is_causal=True"),
+        (
+            dict(chunk=4, rope=None),
+            dict(is_causal=True, context=True),
+            r"chunks \(chunk=4\) of self-attention's positions: context= .* refused",
+        ),
+    ],
+)
+def test_chunk_refuses_what_it_cannot_mean_by_name(options, call, message):
+    with pytest.raises((ValueError, TypeError), match=message) as e:
+        m = today_model(**options)
+        x = torch.randn(1, 3, 24, dtype=torch.float64)
+        context = call.pop("context", None) and torch.randn(1, 5, 24, dtype=torch.float64)
+        m(x, context, **call)
+    assert raised_in_mha(e)

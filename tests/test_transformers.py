@@ -149,6 +149,8 @@ FAMILIES = {
     "qwen3_next": (Qwen3NextConfig, Qwen3NextAttention, Qwen3NextRotaryEmbedding),
     "smollm3": (SmolLM3Config, SmolLM3Attention, SmolLM3RotaryEmbedding),
     "llama4": (Llama4TextConfig, Llama4TextAttention, Llama4TextRotaryEmbedding),
+    # Llama 4's other layers: rotating (interleaved pairs), chunked, a q/k norm without a weight
+    "llama4_chunked": (Llama4TextConfig, Llama4TextAttention, Llama4TextRotaryEmbedding),
     "phi3": (Phi3Config, Phi3Attention, Phi3RotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
@@ -161,10 +163,12 @@ SLIDING_LAYERS["qwen2_moe"] = dict(max_window_layers=64)
 GEMMAS = ("gemma2", "gemma3")
 LAYER_TYPES = (*GEMMAS, "gpt_oss")
 # The families whose config's attention_bias puts a bias on all four projections (and those below)
-BIASED = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "smollm3", "llama4")
+BIASED = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "smollm3", "llama4", "llama4_chunked")
 # SmolLM3's layer here is one of its NoPE layers (no_rope_layers 0: no rotation), which slide
 # when its config's use_sliding_window is on
-WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES, "smollm3")
+# Llama 4's chunked layer takes the drawn window as its attention_chunk_size (CHUNK without one)
+WINDOWED = (*WINDOW_IN_CONFIG, *SLIDING_LAYERS, *LAYER_TYPES, "smollm3", "llama4_chunked")
+CHUNK = 4
 # Gemma's query_pre_attn_scalar (its scale is its inverse square root, not the head size's);
 # Gemma 2's soft-cap, small enough that the scores drawn reach it (the published one is 50.0);
 # Gemma 3's base of the local (sliding) layers' rotation, the drawn rope being its full layers'
@@ -271,6 +275,10 @@ def build(
     )
     if head_dim is not None:
         options["head_dim"] = head_dim
+    elif rope == "longrope" and family != "phi3":
+        # longrope's factors are one per pair of the heads drawn: not of a config's own default
+        # head_dim (Gemma's 256)
+        options["head_dim"] = 24 // heads
     if family in (*BIASED, "olmo2", *PARTIAL, *LAYER_TYPES):
         options["attention_bias"] = bias
     if family == "qwen2_moe":
@@ -294,6 +302,9 @@ def build(
     if family == "llama4":  # one NoPE layer (full attention, no q/k norm), tuning its temperature
         options.update(num_hidden_layers=1, no_rope_layers=[0], attn_temperature_tuning=True)
         options.update(zip(("attn_scale", "floor_scale"), temperature, strict=True))
+    if family == "llama4_chunked":  # one rope layer: chunked, its q/k norm without a weight
+        options.update(num_hidden_layers=1, no_rope_layers=[1], use_qk_norm=True)
+        options.update(layer_types=["chunked_attention"], attention_chunk_size=window or CHUNK)
     if family in LAYER_TYPES:
         kind = "full_attention" if window is None else "sliding_attention"
         options.update(num_hidden_layers=1, layer_types=[kind], sliding_window=window or 4096)
@@ -331,13 +342,25 @@ def window_of(module) -> int | None:
     return getattr(module, "sliding_window", None)
 
 
-def additive_mask(positions: torch.Tensor, keys: torch.Tensor, window, dtype, visible=None):
+def chunk_of(module) -> int | None:
+    """Llama 4's chunk size on its chunked layers (``None`` on the others)."""
+    types = getattr(module.config, "layer_types", None) or []
+    chunked = types[module.layer_idx : module.layer_idx + 1] == ["chunked_attention"]
+    return module.config.attention_chunk_size if chunked else None
+
+
+def additive_mask(
+    positions: torch.Tensor, keys: torch.Tensor, window, dtype, visible=None, chunk=None
+):
     """transformers' additive mask ``[batch_size, 1, q_len, k_len]``: 0 where the query at
-    ``positions[b, i]`` may see the key at ``keys[b, j]``, the dtype's minimum elsewhere."""
+    ``positions[b, i]`` may see the key at ``keys[b, j]`` (in its window, or its chunk), the
+    dtype's minimum elsewhere."""
     i, j = positions[:, None, :, None], keys[:, None, None, :]
     allowed = j <= i
     if window is not None:
         allowed &= i - j < window
+    if chunk is not None:
+        allowed &= i // chunk == j // chunk
     if visible is not None:  # [batch_size, k_len]: False for padding
         allowed &= visible[:, None, None, :]
     return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
@@ -475,31 +498,49 @@ def assert_prefill_then_decoding_equal(c: dict) -> None:
     equal to transformers' layer with its own cache."""
     module, config, rotary = build_drawn(c)
     m = from_hf(module)
-    window = window_of(module)
+    window, chunk = window_of(module), chunk_of(module)
     dtype, b = c["dtype"], c["batch_size"]
+    matches = (
+        assert_rotated_in_float32_matches if c["family"] in ROTATES_IN_FLOAT32 else assert_matches
+    )
     theirs, ours = DynamicCache(config=config), KVCache()
     x = torch.randn(b, c["prefill"], 24, dtype=dtype)
     positions = torch.arange(c["prefill"]).expand(b, -1)
-    expected = hf_call(
-        module, rotary, x, positions, additive_mask(positions, positions, window, dtype), theirs
-    )
+    mask = additive_mask(positions, positions, window, dtype, chunk=chunk)
+    expected = hf_call(module, rotary, x, positions, mask, theirs)
     with torch.no_grad():
         # Without a cache, and with one: the same output
-        assert_matches(m(x, is_causal=True), expected, msg="prefill without a cache")
-        assert_matches(m(x, is_causal=True, cache=ours), expected, msg="prefill into the cache")
+        matches(m(x, is_causal=True), expected, msg="prefill without a cache")
+        matches(m(x, is_causal=True, cache=ours), expected, msg="prefill into the cache")
     for step in range(c["prefill"], c["prefill"] + c["steps"]):
         x = torch.randn(b, 1, 24, dtype=dtype)
         position = torch.full((b, 1), step)
         held = theirs.layers[0].keys.size(2)
         keys = torch.arange(step + 1 - held - 1, step + 1).expand(b, -1)  # the positions it holds
-        mask = additive_mask(position, keys, window, dtype)
+        mask = additive_mask(position, keys, window, dtype, chunk=chunk)
         expected = hf_call(module, rotary, x, position, mask, theirs)
         with torch.no_grad():
             got = m(x, is_causal=True, cache=ours)
-        assert_matches(got, expected, msg=f"decoding position {step}")
+        matches(got, expected, msg=f"decoding position {step}")
         assert len(ours) == step + 1
-        # The cache holds what transformers' holds: the window's latest, or everything
-        assert ours.keys.size(2) == theirs.layers[0].keys.size(2)
+        # The cache holds what transformers' holds: the window's latest, or everything; on a
+        # chunked layer only the chunk in progress (transformers' keeps the chunk - 1 latest)
+        kept = theirs.layers[0].keys.size(2) if chunk is None else (step + 1) % chunk
+        assert ours.keys.size(2) == kept
+
+
+# The families whose layer rotates in float32 whatever its input's dtype (Llama 4's
+# apply_rotary_emb, as DeepSeek-V2's: .float(), complex numbers), so that in float64 their
+# output carries float32's rounding
+ROTATES_IN_FLOAT32 = ("llama4_chunked",)
+
+
+def assert_rotated_in_float32_matches(actual, expected, msg=None):
+    """``assert_matches``, but in float64 at 1e-6, float32's rounding (measured up to 2e-7)."""
+    if expected.dtype == torch.float64:
+        torch.testing.assert_close(actual, expected, atol=1e-6, rtol=1e-6, msg=msg)
+    else:
+        assert_matches(actual, expected, msg=msg)
 
 
 def test_float32_equals_transformers_eager_path_within_the_contract():
@@ -519,7 +560,9 @@ def test_float32_equals_transformers_eager_path_within_the_contract():
         m = from_hf(module)
         x = torch.randn(2, 11, 24)
         positions = torch.arange(11).expand(2, -1)
-        mask = additive_mask(positions, positions, window_of(module), torch.float32)
+        mask = additive_mask(
+            positions, positions, window_of(module), torch.float32, chunk=chunk_of(module)
+        )
         expected = hf_call(module, rotary, x, positions, mask)
         with torch.no_grad():
             assert_matches(m(x, is_causal=True), expected)
@@ -555,12 +598,15 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
         family, qkv if family in ("qwen2", "qwen2_moe", "glm4") else set(names)
     )
     assert (m.q_norm is not None) == (
-        family in ("qwen3", "qwen3_moe", "gemma3", "qwen3_next", "olmo2")
+        family in ("qwen3", "qwen3_moe", "gemma3", "qwen3_next", "olmo2", "llama4_chunked")
     )
-    # Gemma 3's and Qwen3-Next's (1 + w), OLMo 2's of the whole projection
+    # Gemma 3's and Qwen3-Next's (1 + w), OLMo 2's of the whole projection, Llama 4's without a
+    # weight (after the rotation)
     flavours = {"gemma3": "gemma", "qwen3_next": "gemma", "olmo2": "projection"}
+    flavours["llama4_chunked"] = "weightless"
     assert m.qk_norm == flavours.get(family, m.q_norm is not None)
-    assert m.window == (5 if family in WINDOWED else None)
+    assert m.window == (5 if family in WINDOWED and family != "llama4_chunked" else None)
+    assert m.chunk == (5 if family == "llama4_chunked" else None)  # its attention_chunk_size
     assert m.head_size == d and m.hidden_size == 24 and m.W_o.in_features == 4 * d
     scales = {"granite": GRANITE_MULTIPLIER} | dict.fromkeys(GEMMAS, GEMMA_QUERY_SCALAR**-0.5)
     assert m.scale == scales.get(family, d**-0.5)
@@ -578,8 +624,10 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
         return
     else:  # Phi-3 takes longrope for llama3
         assert m.rope.scaling["rope_type"] == ("longrope" if family == "phi3" else "llama3")
-    # GLM-4 rotates the first half of each head, in interleaved pairs; Qwen3-Next in halves
-    rotation = {"glm4": (4, True), "qwen3_next": (4, False)}.get(family, (d, False))
+    # GLM-4 rotates the first half of each head, in interleaved pairs; Qwen3-Next in halves;
+    # Llama 4 the whole head in interleaved pairs (its complex numbers)
+    rotation = {"glm4": (4, True), "qwen3_next": (4, False), "llama4_chunked": (d, True)}
+    rotation = rotation.get(family, (d, False))
     assert (m.rope.rotary_dims, m.rope.interleaved) == rotation
 
 
@@ -748,6 +796,21 @@ def qwen3_with_norms(q_norm, k_norm):
     return module
 
 
+class L2(torch.nn.Module):
+    """A norm without a weight that divides by the length, not the root mean square."""
+
+    eps = 1e-6
+
+    def forward(self, x):
+        return torch.nn.functional.normalize(x, dim=-1)
+
+
+def l2_normed(module):
+    """Llama 4's chunked rope layer with a true L2 norm in place of its ``qk_norm``."""
+    module.qk_norm = L2()
+    return module
+
+
 def said_not_to_rotate(module):
     """A layer that rotates, yet carries SmolLM3's ``use_rope = 0`` (which its code never reads)."""
     module.use_rope = 0
@@ -782,17 +845,10 @@ REFUSED = {
         lambda: layer("gemma", "Gemma", use_bidirectional_attention=True),
         r"is_causal=False \(its config's use_bidirectional_attention=True\): it attends both",
     ),
-    "llama4-chunked": (
-        lambda: layer("llama4", "Llama4Text", use_qk_norm=False),
-        r"^Llama4TextAttention does what mha\.full\.MHA has no option for: a layer of type "
-        r"'chunked_attention' \(attention_chunk_size=8192\): a query sees only the keys of its own "
-        r"chunk of 8192 positions, a mask mha has no option for$",
-    ),
-    "llama4-qk-norm": (
-        lambda: layer("llama4", "Llama4Text", num_hidden_layers=1, layer_types=["full_attention"]),
-        r"^Llama4TextAttention does what mha\.full\.MHA has no option for: qk_norm "
-        r"\(Llama4TextL2Norm\): a norm of each query and key head without a weight, after the "
-        r"rotation \(the config's use_qk_norm\); mha's qk_norm has a weight and normalises before",
+    "llama4-other-norm": (
+        lambda: l2_normed(layer("llama4", "Llama4Text")),
+        r"^Llama4TextAttention\.qk_norm \(L2\) computes otherwise than x / sqrt\(mean\(x²\) \+ "
+        r"eps\) \(mha\.norm\.RMSNorm without a weight\): relative difference ",
     ),
     "nope-that-rotates": (
         lambda: said_not_to_rotate(layer("llama", "Llama")),

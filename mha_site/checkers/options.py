@@ -55,6 +55,7 @@ EXAMPLES: dict[str, Callable[[], dict[str, Any]]] = {
     "norm_eps": lambda: {"qk_norm": True, "norm_eps": 0.25},
     "rope": lambda: {"rope": RotaryEmbedding(4)},
     "window": lambda: {"window": 2},
+    "chunk": lambda: {"chunk": 2},
     "softcap": lambda: {"softcap": 2.0},
     "sinks": lambda: {"sinks": True},
     "gate": lambda: {"gate": True},

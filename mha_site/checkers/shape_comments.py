@@ -243,22 +243,34 @@ def check_full(
 # self-attention only.
 SAME_IN_BLOCK = {
     "self.rope is not None": {frozenset({"q_len", "src_len"})},
-    "context is None and self.window is not None and cache.overflows(k.size(2))": {
+    "context is None and self._drops and cache.overflows(k.size(2))": {
         frozenset({"q_len", "src_len"})
     },
     "static": {frozenset({"q_len", "src_len"})},  # a static cache holds self-attention only
     # forward refuses context= with a temperature too: its queries' positions are self-attention's
     "self.temperature is not None": {frozenset({"q_len", "src_len"})},
+    # and with chunks, which count self-attention's positions
+    "self.chunk is not None": {frozenset({"q_len", "src_len"})},
 }
 
 
+# The same, for every line of a method (by its name) that only such a block calls
+SAME_IN_FUNCTION = {"_chunks": {frozenset({"q_len", "src_len"})}}  # called with chunks only
+
+
 def same_by_construction(source: str) -> dict[int, set[frozenset[str]]]:
-    """Line -> the pairs of names equal by construction there (``SAME_IN_BLOCK``)."""
+    """Line -> the pairs of names equal by construction there (``SAME_IN_BLOCK``,
+    ``SAME_IN_FUNCTION``)."""
     same: dict[int, set[frozenset[str]]] = {}
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.If) and ast.unparse(node.test) in SAME_IN_BLOCK:
-            for line in range(node.body[0].lineno, node.body[-1].end_lineno + 1):
-                same.setdefault(line, set()).update(SAME_IN_BLOCK[ast.unparse(node.test)])
+            pairs = SAME_IN_BLOCK[ast.unparse(node.test)]
+        elif isinstance(node, ast.FunctionDef) and node.name in SAME_IN_FUNCTION:
+            pairs = SAME_IN_FUNCTION[node.name]
+        else:
+            continue
+        for line in range(node.body[0].lineno, node.body[-1].end_lineno + 1):
+            same.setdefault(line, set()).update(pairs)
     return same
 
 
