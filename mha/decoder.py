@@ -1452,16 +1452,19 @@ def _check_generate(
     _check_length("steps", steps)
     _check_flag("left", left)
     windows = [
-        (name, module.window)
+        (name, kind, getattr(module, kind))
         for name, module in model.named_modules()
-        if getattr(module, "window", None) is not None
+        for kind in ("window", "chunk")
+        if getattr(module, kind, None) is not None
     ]
     if not left and windows and len({len(prompt) for prompt in prompts}) > 1:
-        name, window = windows[0]
+        name, kind, size = windows[0]
+        said = {"window": "the sliding window", "chunk": "the chunks"}[kind]
+        counts = {"window": "counts", "chunk": "count"}[kind]
         raise ValueError(
-            f"left=False pads the shorter prompts on the right, and the sliding window of "
-            f"model.{name} (window={window}) counts columns, the padding's among them: pad on "
-            "the left (left=True, the default) with a windowed model"
+            f"left=False pads the shorter prompts on the right, and {said} of model.{name} "
+            f"({kind}={size}) {counts} columns, the padding's among them: pad on the left "
+            f"(left=True, the default) with a model that has a {kind}"
         )
     _check_number("temperature", temperature)
     if not temperature >= 0:

@@ -620,6 +620,7 @@ class MHA(nn.Module):
         need_weights: bool = False,
         positions: Tensor | None = None,
         rotations: tuple[Tensor, Tensor] | None = None,
+        chunks_in_mask: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Let each position of ``x`` attend to the positions of ``x`` (or of ``context``).
 
@@ -655,6 +656,11 @@ class MHA(nn.Module):
                 ``rope(positions)`` gives, ``[q_len, rotary_dims]`` or ``[batch_size or 1,
                 q_len, rotary_dims]`` each, for a model that computes them once for all its
                 layers (transformers passes its own as ``position_embeddings``).
+            chunks_in_mask: with ``chunk``, ``True`` when ``attn_mask`` holds the chunks already
+                (transformers' chunked mask, which counts a left-padded row's chunks from its
+                first real token even where the positions it passes count the padding): no
+                chunk mask of this module's is added, and a cache holds the ``chunk - 1``
+                latest positions.
 
         Returns:
             ``[batch_size, q_len, hidden_size]``; with ``need_weights``, also the weights
@@ -709,6 +715,9 @@ class MHA(nn.Module):
                     正弦，各为 ``[q_len, rotary_dims]`` 或 ``[batch_size 或 1, q_len, rotary_dims]``，
                     供所有层只算一次角度的模型使用（transformers 以 ``position_embeddings`` 传入它
                     自己算的）。
+                chunks_in_mask: 有 ``chunk`` 时，``attn_mask`` 已经含有分块就设为 ``True``
+                    （transformers 的分块掩码：左填充的行从第一个真实位置数块，即使它传来的位置把
+                    填充也算在内）：模块不再加自己的分块掩码，缓存留最近的 ``chunk - 1`` 个位置。
 
             返回：
                 ``[batch_size, q_len, hidden_size]``；``need_weights`` 为真时再返回注意力权重
@@ -736,6 +745,7 @@ class MHA(nn.Module):
             )
         _check_flag("is_causal", is_causal)
         _check_flag("need_weights", need_weights)
+        _check_flag("chunks_in_mask", chunks_in_mask)
         self._check_options(context, is_causal, positions, x, rotations)
         reuse = self._check_cache(cache, context, x)  # the cache holds the context's keys and values
         static = cache is not None and cache.static  # attends over its whole buffer, masked
@@ -854,7 +864,8 @@ class MHA(nn.Module):
                 # held followed by the new keys and values
                 held_keys = cache.keys  # [batch_size, kv_heads, held, head_size]
                 held_values = cache.values  # [batch_size, kv_heads, held, head_size]
-                cache.append_windowed(k.to(v.dtype), v, self._keeps(held + x.size(1), given))
+                by_rows = given is not None or chunks_in_mask
+                cache.append_windowed(k.to(v.dtype), v, self._keeps(held + x.size(1), by_rows))
                 if held_keys is not None:
                     k = torch.cat([held_keys, k.to(v.dtype)], dim=2)  # [batch_size, kv_heads, k_len, head_size]
                     v = torch.cat([held_values, v], dim=2)  # [batch_size, kv_heads, k_len, head_size]
@@ -867,7 +878,7 @@ class MHA(nn.Module):
                 # 滑动窗口的缓存丢掉了最早的位置：掩码也只留最后 k_len 列
                 # A sliding window's cache dropped the oldest positions: so does the mask
                 attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
-        if self.chunk is not None:
+        if self.chunk is not None and not chunks_in_mask:
             # Llama 4 的分块注意力：查询只看得到自己那一块里的键，块按位置划分（不是相对距离）
             # Llama 4's chunked attention: a query sees only the keys of its own chunk, chunks
             # counted by position (not by distance)
@@ -905,14 +916,15 @@ class MHA(nn.Module):
             # Sliding window: the next call's queries see nothing older, so the cache keeps the
             # window - 1 latest positions
             cache.keep_last(self.window - 1)
-        elif cache is not None and self.chunk is not None and not static and given is None:
+        elif cache is not None and self.chunk is not None and not static and given is None and not chunks_in_mask:
             # 分块：写完的一块再也不会被看到，缓存只留正在进行的这一块
             # Chunks: a finished chunk is never seen again, so the cache keeps the one in progress
             cache.keep_chunk(self.chunk)
         elif cache is not None and self.chunk is not None and not static:
-            # 按调用者的位置分块（左填充的各行各自分块）：留下任何一行下一个查询可能要的 chunk - 1 个
-            # Chunks by the caller's positions (a left-padded batch's rows chunked apart): keep
-            # the chunk - 1 any row's next query may need
+            # 按调用者的位置（或掩码）分块（左填充的各行各自分块）：留下任何一行下一个查询可能要的
+            # chunk - 1 个
+            # Chunks by the caller's positions, or mask (a left-padded batch's rows chunked
+            # apart): keep the chunk - 1 any row's next query may need
             cache.keep_last(self.chunk - 1)
 
         # 拼接各头（与纯享版相同），再做输出投影
@@ -1064,13 +1076,13 @@ class MHA(nn.Module):
         chunks)."""
         return self.window is not None or self.chunk is not None
 
-    def _keeps(self, end: int, given: Tensor | None) -> int:
+    def _keeps(self, end: int, by_rows: bool) -> int:
         """How many positions a dropping cache holds after a call that ends at ``end``: a
         window's ``window - 1``, or the chunk in progress (``chunk - 1`` at most when chunks
-        count by the caller's ``positions``, a row's own)."""
+        count ``by_rows``, by the caller's ``positions`` or mask: a row's own)."""
         if self.window is not None:
             return self.window - 1
-        return end % self.chunk if given is None else self.chunk - 1
+        return self.chunk - 1 if by_rows else end % self.chunk
 
     def _chunks(
         self, q_len: int, k_len: int, end: int, positions: Tensor | None, at: Tensor | None

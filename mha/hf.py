@@ -477,6 +477,10 @@ class HFAttention(nn.Module):
             where = {}
         else:
             where = dict(positions=position_ids)
+        if getattr(self.attention, "chunk", None) is not None and attention_mask is not None:
+            # Llama 4's chunked layers: transformers' mask holds the chunks, counted from each
+            # row's first real token (its positions may count the padding)
+            where["chunks_in_mask"] = True
         out = self.attention(
             hidden_states, attn_mask=attention_mask, is_causal=True, cache=cache, **where
         )

@@ -48,6 +48,7 @@ from transformers import (  # noqa: E402
     GPT2LMHeadModel,
     GptOssConfig,
     GraniteConfig,
+    Llama4TextConfig,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
@@ -190,6 +191,22 @@ SIBLINGS = {
             "long_factor": [1.5, 4.0, 9.0],
         },
     ),
+    # Llama 4 (text): layer 0 rotating, in chunks of 4 (the generation crosses several), its
+    # q/k norm without a weight; layer 1 without rotation, its temperature tuned (a floor_scale
+    # of 2 instead of 8192, so that it changes here); its experts and shared expert few
+    "llama4": lambda: Llama4TextConfig(
+        **{**SIZES, "intermediate_size": 16},
+        head_dim=8,
+        intermediate_size_mlp=32,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        no_rope_layers=[1, 0],
+        attention_chunk_size=4,
+        attn_temperature_tuning=True,
+        attn_scale=0.5,
+        floor_scale=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+    ),
     "deepseek_v2": lambda: DeepseekV2Config(
         **LATENT,
         first_k_dense_replace=1,
@@ -217,11 +234,12 @@ WINDOWS = {
     "gpt_oss": [WINDOW, None],
     "smollm3": [None, WINDOW],
     "phi3": [None, None],
+    "llama4": [None, None],  # its layer 0 attends in chunks of 4 (MHA.chunk)
     "deepseek_v2": [None, None],
 }
 # DeepSeek-V2's code rotates the query's and key's rotary parts in float32 (apply_rotary_emb's
 # .float()), so its float64 logits carry float32's rounding: measured 1.9e-7 on logits up to 2.
-BOUNDS = {"deepseek_v2": 1e-6}
+BOUNDS = {"deepseek_v2": 1e-6, "llama4": 1e-6}  # Llama 4's rotation too (its complex numbers)
 IMPLEMENTATIONS = ("sdpa", "eager")
 # Two prompts, the second padded on the left (transformers' attention_mask: 0 = padding); the
 # generation runs 6 positions past the longer one, well past the window of 4.
@@ -310,12 +328,12 @@ def generated(model, seed: int = 0, **options):
     )
 
 
-def assert_same_generation(original, swapped, **options) -> None:
+def assert_same_generation(original, swapped, bound: float | None = None, **options) -> None:
     theirs, ours = generated(original, **options), generated(swapped, **options)
     assert torch.equal(ours.sequences, theirs.sequences), (ours.sequences, theirs.sequences)
     assert len(ours.logits) == len(theirs.logits) == NEW
     for step, (mine, expected) in enumerate(zip(ours.logits, theirs.logits, strict=True)):
-        assert_equal(mine, expected, f"step {step}")
+        assert_equal(mine, expected, f"step {step}", bound)
     if "num_beams" in options:
         assert_equal(ours.sequences_scores, theirs.sequences_scores, "beam scores")
 
@@ -427,6 +445,20 @@ def test_gpt_oss_greedy_generation_past_the_window_equals_the_original_at_every_
     sinks = [layer.self_attn.sinks for layer in original.model.layers]
     assert all(torch.equal(m.sink_logits, s) for m, s in zip(layers, sinks, strict=True))
     assert_same_generation(original, swapped)
+
+
+def test_llama4s_greedy_generation_across_its_chunks_equals_the_original_at_every_step():
+    """Llama 4's layer 0 rotates (interleaved pairs), normalises q and k without a weight and
+    attends in chunks of 4; its layer 1 has no rotation and tunes its temperature. A left-padded
+    batch, 6 new positions (the longer row's chunks end at 4, 8 and 12): the same tokens, every
+    step's logits within float32's rounding (its code rotates in float32)."""
+    original = build("llama4")
+    swapped = swap_attention(copy.deepcopy(original))
+    layers = [m.attention for m in ours_of(swapped)]
+    said = [(m.chunk, m.qk_norm, m.rope, m.temperature) for m in layers]
+    assert said[0][:2] == (4, "weightless") and said[0][2].interleaved
+    assert said[1] == (None, False, None, (0.5, 2.0))
+    assert_same_generation(original, swapped, bound=BOUNDS["llama4"])
 
 
 def test_qwen3_next_swaps_its_full_attention_layers_only_and_generates_as_the_original():
