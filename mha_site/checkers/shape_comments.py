@@ -250,6 +250,7 @@ SAME_IN_BLOCK = {
     # forward refuses context= with a temperature too: its queries' positions are self-attention's
     "self.temperature is not None": {frozenset({"q_len", "src_len"})},
     # and with chunks, which count self-attention's positions
+    "self.chunk is not None": {frozenset({"q_len", "src_len"})},
     "self.chunk is not None and (not chunks_in_mask)": {frozenset({"q_len", "src_len"})},
 }
 
