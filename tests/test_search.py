@@ -101,7 +101,7 @@ TEACHES = {
         "软上限": "softcap.md",
         "注意力汇聚": "sinks.md",
         "门控": "gate.md",
-        "训练长度": "longrope.md",
+        "长因子": "longrope.md",
     },
     "en": {
         "transpose": "walkthrough.md",
