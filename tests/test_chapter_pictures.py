@@ -1,5 +1,5 @@
-"""The pictures of the chapters cross, cache, gqa and fast draw their page's own run, and the rope
-picture's numbers are the rotation's.
+"""The pictures of the chapters cross, cache, gqa, fast and longrope draw their page's own run, and
+the rope picture's numbers are the rotation's.
 
 Each test runs the page's own code blocks (hidden set-up included) up to the block the picture
 draws, and compares every number and shape the picture writes with the tensors that code made:
@@ -15,7 +15,9 @@ draws, and compares every number and shape the picture writes with the tensors t
   with the page's own ``record``: each tensor an operation returns in new storage (the
   projections' ``addmm`` aside), its operation, shape and bytes, each path's count and total, and
   the bytes in tensors ending in ``q_len``, ``k_len`` (3, 7); every number the picture writes is
-  one of these, and a picture of another run (a context of 6) or of a changed byte count fails.
+  one of these, and a picture of another run (a context of 6) or of a changed byte count fails;
+- ``longrope-wavelengths``: the longrope page's ``plain`` and ``rope`` (``RotaryEmbedding(96)``
+  with its made-up lists): the same frequencies, short and long, and the same scaling.
 
 Every one of them fits a phone's column without being scaled down, and its Chinese labels follow
 the glossary (no 第 before a number counted from 0, en-dash ranges, no avoided variant).
@@ -34,14 +36,21 @@ from support import LANGUAGES, ROOT
 from torch.utils._pytree import tree_leaves
 
 from mha.full import KVCache
-from mha_site import pictures, pictures_fast
+from mha_site import pictures, pictures_fast, pictures_longrope
 from mha_site.checkers import glossary
 from mha_site.markdown import code_blocks
 from mha_site.pictures_rope import POSITIONS
 
 SVG = "{http://www.w3.org/2000/svg}"
 SHAPE = re.compile(r"\[\d+(?:, \d+)*\]")
-OURS = ("cross-weights", "cache-grows", "gqa-groups", "fast-memory", "rope-turns")
+OURS = (
+    "cross-weights",
+    "cache-grows",
+    "gqa-groups",
+    "fast-memory",
+    "rope-turns",
+    "longrope-wavelengths",
+)
 # The width of the article on a 390 px phone (Material's margins taken off), measured in Chromium:
 # a picture no wider is shown at its own size, its 11 px labels unscaled.
 PHONE_COLUMN = 358
@@ -296,7 +305,20 @@ def number_in(label: str) -> list[str]:
     return [m[1] for p in patterns if (m := re.match(p, label))]
 
 
-# ---- all five ---------------------------------------------------------------------------------
+# ---- longrope ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_longrope_picture_draws_the_pages_rotary_embeddings(language):
+    page = run_page(language, "longrope.md", "switch")
+    plain, rope = pictures_longrope.run()
+    assert torch.equal(plain.inv_freq, page["plain"].inv_freq)
+    assert torch.equal(rope.inv_freq, page["rope"].inv_freq)
+    assert torch.equal(rope.long_inv_freq, page["rope"].long_inv_freq)
+    assert rope.scaling == page["rope"].scaling, rope.scaling
+
+
+# ---- all six ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

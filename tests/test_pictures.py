@@ -106,6 +106,7 @@ DRAWN = {
     "softcap-curve": PAGE,
     "sink-share": PAGE,
     "gate-values": PAGE,
+    "longrope-wavelengths": None,  # no MHA: the longrope page's RotaryEmbedding(96), 3 ways
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -128,6 +129,7 @@ PAGE_RUNS = {
     "softcap.md": PAGE,
     "sinks.md": PAGE,
     "gate.md": PAGE,
+    "longrope.md": None,  # its snippets run RotaryEmbedding(96) and Phi-3's layers, not MHA
 }
 
 

@@ -101,6 +101,7 @@ TEACHES = {
         "软上限": "softcap.md",
         "注意力汇聚": "sinks.md",
         "门控": "gate.md",
+        "长因子": "longrope.md",
     },
     "en": {
         "transpose": "walkthrough.md",
@@ -115,6 +116,7 @@ TEACHES = {
         "soft-capping": "softcap.md",
         "attention sink": "sinks.md",
         "gate": "gate.md",
+        "LongRoPE": "longrope.md",
     },
 }
 TOP = 3
