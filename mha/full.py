@@ -878,6 +878,8 @@ class MHA(nn.Module):
                 # 滑动窗口的缓存丢掉了最早的位置：掩码也只留最后 k_len 列
                 # A sliding window's cache dropped the oldest positions: so does the mask
                 attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
+        fused = self.fast and not need_weights and self.softcap is None and not self.sinks
+        blocks = False  # each chunk its own call of the fused kernel
         if self.chunk is not None and not chunks_in_mask:
             # Llama 4 的分块注意力：查询只看得到自己那一块里的键，块按位置划分（不是相对距离）
             # Llama 4's chunked attention: a query sees only the keys of its own chunk, chunks
@@ -885,11 +887,23 @@ class MHA(nn.Module):
             chunks = self._chunks(
                 q.size(2), k.size(2), held + x.size(1), given, at if static else None
             )  # [..., q_len, k_len]: [q_len, k_len], or [batch_size, 1, q_len, k_len] by positions
-            if chunks is not None:
+            # 这次调用的键正好是它自己的位置、从一块的开头起（没有缓存的提示，或刚好在块边界）：每一块
+            # 各做一次因果注意力，不必构造掩码，也不算块与块之间的分数
+            # This call's keys are its own positions, from the start of a chunk (a prompt without a
+            # cache, or at a chunk's boundary): each chunk is a causal attention of its own, with
+            # no mask built and no score between two chunks computed
+            blocks = (
+                fused and chunks is not None and attn_mask is None and given is None
+                and not static and k.size(2) == q.size(2) and held % self.chunk == 0
+            )
+            if chunks is not None and not blocks:
                 attn_mask = chunks if attn_mask is None else and_causal(attn_mask, chunks)  # [..., q_len, k_len]
 
         try:
-            if self.fast and not need_weights and self.softcap is None and not self.sinks:
+            if blocks:
+                out = self._attend_in_chunks(q, k, v)  # [batch_size, heads_num, q_len, head_size]
+                weights = None
+            elif fused:
                 # 快速路径：融合算子；一个键都看不到的查询，算子自己给出零输出（它不能给分数加
                 # 软上限，也没有汇聚项：有 softcap 或 sinks 时走下面逐步计算的路径）
                 # Fast path: a fused kernel, which itself gives a zero output to a query with no key
@@ -1047,6 +1061,38 @@ class MHA(nn.Module):
         # zero output to a query that sees no key)
         mask = self._mask(attn_mask, is_causal, q, k)  # [..., k_len]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
+
+    def _attend_in_chunks(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """Chunked causal attention over keys that are the queries' own positions, starting at a
+        chunk: the whole chunks as a batch of causal ``scaled_dot_product_attention`` calls (the
+        chunks moved into the batch dimension), the part of a chunk left at the end one more.
+
+        中文:
+            键正好是查询自己的位置、从一块的开头起时的分块因果注意力：完整的块挪进批这一维，一次
+            调用 ``scaled_dot_product_attention``（因果）算完，最后不满一块的部分再调用一次。
+        """
+        size, length = self.chunk, q.size(2)
+        n_chunks = length // size  # the whole chunks
+        whole = n_chunks * size  # their positions
+        options = dict(dropout_p=self.dropout if self.training else 0.0, scale=self.scale)
+        options.update(is_causal=True, enable_gqa=self.kv_heads != self.heads_num)
+        parts = []
+        if n_chunks:
+            # 完整的块挪进批这一维：每一块是批里的一行
+            # The whole chunks moved into the batch dimension: each chunk a row of the batch
+            q_rows = q[:, :, :whole].unflatten(2, (n_chunks, size)).transpose(1, 2).flatten(0, 1)  # [batch_size * n_chunks, heads_num, chunk, head_size]
+            k_rows = k[:, :, :whole].unflatten(2, (n_chunks, size)).transpose(1, 2).flatten(0, 1)  # [batch_size * n_chunks, kv_heads, chunk, head_size]
+            v_rows = v[:, :, :whole].unflatten(2, (n_chunks, size)).transpose(1, 2).flatten(0, 1)  # [batch_size * n_chunks, kv_heads, chunk, head_size]
+            out = F.scaled_dot_product_attention(q_rows, k_rows, v_rows, **options)  # [batch_size * n_chunks, heads_num, chunk, head_size]
+            out = out.unflatten(0, (q.size(0), n_chunks)).transpose(1, 2).flatten(2, 3)  # [batch_size, heads_num, n_chunks * chunk, head_size]
+            parts.append(out)
+        if whole < length:
+            # 最后不满一块的部分
+            # The part of a chunk left at the end
+            rest = F.scaled_dot_product_attention(q[:, :, whole:], k[:, :, whole:], v[:, :, whole:], **options)  # [batch_size, heads_num, q_len - n_chunks * chunk, head_size]
+            parts.append(rest)
+        out = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]  # [batch_size, heads_num, q_len, head_size]
+        return out
 
     # --8<-- [end:fast]
 

@@ -539,7 +539,11 @@ def table_options(results: dict, language: str) -> str:
         tr(language, "median time (ms)", "中位时间（毫秒）"),
         tr(language, "÷ SDPA's", "是 SDPA 的几倍"),
     ]
-    paths = {"sdpa": ("SDPA", "SDPA"), "written out": ("written out", "逐步计算的路径")}
+    paths = {
+        "sdpa": ("SDPA", "SDPA"),
+        "sdpa per chunk": ("SDPA per chunk", "SDPA，逐块"),
+        "written out": ("written out", "逐步计算的路径"),
+    }
     rows = [
         [
             f"`{r['option']}`",

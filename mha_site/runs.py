@@ -122,7 +122,13 @@ class Run:
             "context_size": hidden_size if self.context_size is None else self.context_size,
             "rotary_dims": self.head_size if self.rotary_dims is None else self.rotary_dims,
             "held": self.held,
-        }
+        } | self.chunks()
+
+    def chunks(self) -> dict[str, int]:
+        """With chunks, their size and the whole chunks of the call's ``q_len`` positions."""
+        if self.chunk is None:
+            return {}
+        return {"chunk": self.chunk, "n_chunks": self.q_len // self.chunk}
 
     def free_dims(self) -> dict[str, int]:
         """The sizes this run sets freely, and the products the comments use: all must differ.
@@ -145,6 +151,7 @@ class Run:
             free["heads_num * head_size"] = dims["heads_num"] * dims["head_size"]
         if self.rotary_dims is not None:
             free["rotary_dims"] = self.rotary_dims
+        free.update(self.chunks())
         if (self.window or self.chunk) is not None and self.cached and not self.static:
             free["held"] = self.held
         if dims["kv_heads"] != dims["heads_num"]:
@@ -342,6 +349,13 @@ RUNS = [
         chunk=5,  # 9 cached, 4 of them held (chunk 1's); the call's 3 cross into chunk 2
         cached=9,
         mask="padding",
+        is_causal=True,
+    ),
+    Run(
+        "today/fast/chunk/blocks/causal",
+        **{**TODAY, "q_len": 26},  # 8 whole chunks of 3, each its own causal call, and 2 left
+        rotary_dims=6,
+        chunk=3,
         is_causal=True,
     ),
     Run(

@@ -640,21 +640,31 @@ def test_a_chunked_cache_frees_each_finished_chunk_and_decodes_as_the_full_forwa
     assert bounded.keys.size(2) == 12 % chunk and len(bounded) == 12
 
 
-def test_a_chunked_decode_step_in_its_chunk_calls_the_kernel_without_a_mask(monkeypatch):
+def test_a_chunked_prompt_and_its_decode_steps_call_the_kernel_without_a_mask(monkeypatch):
     import mha.full
 
-    masks = []
+    calls = []
     kernel = torch.nn.functional.scaled_dot_product_attention
-    recorded = lambda *a, **kw: masks.append(kw.get("attn_mask")) or kernel(*a, **kw)  # noqa: E731
+
+    def recorded(q, k, v, **kw):
+        calls.append((q.shape[0], q.shape[2], k.shape[2], kw.get("attn_mask"), kw.get("is_causal")))
+        return kernel(q, k, v, **kw)
+
     monkeypatch.setattr(mha.full.F, "scaled_dot_product_attention", recorded)
     m, cache = today_model(chunk=4), KVCache()
-    x = torch.randn(1, 9, 24, dtype=torch.float64)
-    m(x[:, :6], is_causal=True, cache=cache)  # positions 0 .. 5: two chunks, a mask
-    assert masks[-1] is not None and masks[-1].shape == (6, 6)
-    for i in range(6, 9):  # the cache holds only chunk 1's positions: every key is the query's
-        m(x[:, i : i + 1], is_causal=True, cache=cache)
-        assert masks[-1] is None
-    assert len(masks) == 4
+    x = torch.randn(2, 13, 24, dtype=torch.float64)
+    whole = m(x, is_causal=True)
+    # A prompt of 10 positions: its 2 whole chunks as a batch of 2 * 2 causal calls of 4, then
+    # the 2 left; no mask, and no score between two chunks computed
+    out = [m(x[:, :10], is_causal=True, cache=cache)]
+    assert calls[-2:] == [(4, 4, 4, None, True), (2, 2, 2, None, True)]
+    for i in range(10, 13):  # the cache holds only the query's chunk: every key is the query's
+        out.append(m(x[:, i : i + 1], is_causal=True, cache=cache))
+        assert calls[-1] == (2, 1, i % 4 + 1, None, None)  # 12 starts chunk 3: itself alone
+    assert_close(torch.cat(out, dim=1), whole)
+    # A call that starts inside a chunk, or counts by positions, passes the kernel the chunks' mask
+    m(x[:, :6], is_causal=True, positions=torch.arange(6))
+    assert calls[-1][3].shape == (6, 6)
 
 
 def test_a_chunked_cache_refuses_a_crop_into_a_freed_chunk_and_takes_one_within():

@@ -252,11 +252,16 @@ SAME_IN_BLOCK = {
     # and with chunks, which count self-attention's positions
     "self.chunk is not None": {frozenset({"q_len", "src_len"})},
     "self.chunk is not None and (not chunks_in_mask)": {frozenset({"q_len", "src_len"})},
+    # each chunk its own call: only when this call's keys are its own positions
+    "blocks": {frozenset({"q_len", "src_len"}), frozenset({"q_len", "k_len"})},
 }
 
 
 # The same, for every line of a method (by its name) that only such a block calls
-SAME_IN_FUNCTION = {"_chunks": {frozenset({"q_len", "src_len"})}}  # called with chunks only
+SAME_IN_FUNCTION = {  # called with chunks only; the second when the keys are the queries' own
+    "_chunks": {frozenset({"q_len", "src_len"})},
+    "_attend_in_chunks": {frozenset({"q_len", "src_len"}), frozenset({"q_len", "k_len"})},
+}
 
 
 def same_by_construction(source: str) -> dict[int, set[frozenset[str]]]:

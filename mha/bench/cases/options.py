@@ -2,8 +2,10 @@
 at one length (``Config.gqa_seq_len``) with ``fast=True`` and no such option (SDPA), written out
 (``fast=False``), and with each option that makes ``mha.full.MHA`` take the written-out path
 although ``fast=True`` (``softcap``: Gemma 2's capped scores; ``sinks``: gpt-oss's logit per
-head in the softmax), all holding the same weights, in the same rounds. A new such option adds
-its row to ``OPTIONS``."""
+head in the softmax), and with Llama 4's chunks (``chunk``), which keep the fused kernel, called
+once on the whole chunks moved into the batch (each chunk causal on its own, no score between two
+chunks computed); all holding the same weights, in the same rounds. A new such option adds its row
+to ``OPTIONS``."""
 
 from __future__ import annotations
 
@@ -23,13 +25,15 @@ OPTIONS = (
     ("written out", {"fast": False}, "written out"),
     ("softcap=50", {"fast": True, "softcap": 50.0}, "written out"),
     ("sinks", {"fast": True, "sinks": True}, "written out"),
+    ("chunk=256", {"fast": True, "chunk": 256}, "sdpa per chunk"),
 )
 
 
 class Row(TypedDict):
     option: str
     path: str
-    """``"sdpa"`` (the fused kernel) or ``"written out"``."""
+    """``"sdpa"`` (the fused kernel), ``"sdpa per chunk"`` (the fused kernel on the chunks as a
+    batch) or ``"written out"``."""
     seq_len: int
     median_ms: float
     ratio_vs_sdpa: float
