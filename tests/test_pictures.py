@@ -106,6 +106,8 @@ DRAWN = {
     "softcap-curve": PAGE,
     "sink-share": PAGE,
     "gate-values": PAGE,
+    # the factor MHA(20, 4, temperature=(0.1, 8192)) applies at 260 positions up to 2 ** 20
+    "temperature-factor": (20, 4, (1, 260, 20)),
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -128,6 +130,7 @@ PAGE_RUNS = {
     "softcap.md": PAGE,
     "sinks.md": PAGE,
     "gate.md": PAGE,
+    "nope.md": PAGE,
 }
 
 

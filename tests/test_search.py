@@ -101,6 +101,7 @@ TEACHES = {
         "软上限": "softcap.md",
         "注意力汇聚": "sinks.md",
         "门控": "gate.md",
+        "温度调节": "nope.md",
     },
     "en": {
         "transpose": "walkthrough.md",
@@ -115,6 +116,8 @@ TEACHES = {
         "soft-capping": "softcap.md",
         "attention sink": "sinks.md",
         "gate": "gate.md",
+        "NoPE": "nope.md",
+        "temperature tuning": "nope.md",
     },
 }
 TOP = 3
