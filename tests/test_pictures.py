@@ -107,6 +107,8 @@ DRAWN = {
     "sink-share": PAGE,
     "gate-values": PAGE,
     "longrope-wavelengths": None,  # no MHA: the longrope page's RotaryEmbedding(96), 3 ways
+    # the factor MHA(20, 4, temperature=(0.1, 8192)) applies at 260 positions up to 2 ** 20
+    "temperature-factor": (20, 4, (1, 260, 20)),
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
 # adds its page here and its picture to DRAWN, both drawing the pages' own run.
@@ -130,6 +132,7 @@ PAGE_RUNS = {
     "sinks.md": PAGE,
     "gate.md": PAGE,
     "longrope.md": None,  # its snippets run RotaryEmbedding(96) and Phi-3's layers, not MHA
+    "nope.md": PAGE,
 }
 
 

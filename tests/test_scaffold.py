@@ -51,8 +51,8 @@ def test_the_scaffold_writes_twin_pages_and_both_nav_entries(copy):
 def test_the_scaffold_refuses_a_bad_slug_an_unknown_page_and_an_existing_page(copy):
     with pytest.raises(ValueError, match=r"slug must be .* got 'Planted'"):
         scaffold.scaffold("Planted", "A planted chapter", "示例章节", "gqa", root=copy)
-    with pytest.raises(ValueError, match=r"--after must name a page .* got 'nope'"):
-        scaffold.scaffold("planted", "A planted chapter", "示例章节", "nope", root=copy)
+    with pytest.raises(ValueError, match=r"--after must name a page .* got 'no-such-page'"):
+        scaffold.scaffold("planted", "A planted chapter", "示例章节", "no-such-page", root=copy)
     with pytest.raises(ValueError, match=r"docs/en/masks.md exists already"):
         scaffold.scaffold("masks", "Masks", "掩码", "gqa", root=copy)
     assert not (copy / "docs/en/planted.md").exists()

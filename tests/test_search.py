@@ -102,6 +102,7 @@ TEACHES = {
         "注意力汇聚": "sinks.md",
         "门控": "gate.md",
         "长因子": "longrope.md",
+        "温度调节": "nope.md",
     },
     "en": {
         "transpose": "walkthrough.md",
@@ -117,6 +118,8 @@ TEACHES = {
         "attention sink": "sinks.md",
         "gate": "gate.md",
         "LongRoPE": "longrope.md",
+        "NoPE": "nope.md",
+        "temperature tuning": "nope.md",
     },
 }
 TOP = 3
