@@ -154,8 +154,13 @@ def add_to_nav(config: str, slug: str, title: str, after: str) -> str:
     found = entry.search(config, nav)
     if found is None:
         raise ValueError(f"--after must name a page of mkdocs.yml's nav, got {after!r}")
-    line = f"{found['indent']}- {title}: {slug}.md\n"
+    line = f"{found['indent']}- {_yaml_key(title)}: {slug}.md\n"
     return config[: found.end()] + line + config[found.end() :]
+
+
+def _yaml_key(text: str) -> str:
+    """``text`` as a YAML mapping key: quoted when it holds ``": "`` (a title with a colon)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"' if ": " in text else text
 
 
 def add_translation(config: str, title: str, title_zh: str) -> str:
@@ -167,7 +172,7 @@ def add_translation(config: str, title: str, title_zh: str) -> str:
         raise ValueError("mkdocs.yml has no nav_translations for the zh pages")
     last = block[0].rstrip("\n").rsplit("\n", 1)[-1]
     indent = last[: len(last) - len(last.lstrip())]
-    line = f"{indent}{title}: {title_zh}\n"
+    line = f"{indent}{_yaml_key(title)}: {title_zh}\n"
     return config[: block.end()] + line + config[block.end() :]
 
 

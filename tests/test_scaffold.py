@@ -48,6 +48,17 @@ def test_the_scaffold_writes_twin_pages_and_both_nav_entries(copy):
     )
 
 
+def test_a_title_with_a_colon_is_quoted_so_mkdocs_yml_still_parses(copy):
+    title = 'Planted: a "chapter"'
+    scaffold.scaffold("planted", title, "示例：章节", "gqa", root=copy)
+    config = yaml.safe_load((copy / "mkdocs.yml").read_text(encoding="utf-8"))
+    files = nav_pages(config["nav"])
+    assert files[files.index("gqa.md") + 1] == "planted.md"
+    (i18n,) = [p["i18n"] for p in config["plugins"] if isinstance(p, dict) and "i18n" in p]
+    (zh,) = [lang for lang in i18n["languages"] if lang["locale"] == "zh"]
+    assert zh["nav_translations"][title] == "示例：章节"
+
+
 def test_the_scaffold_refuses_a_bad_slug_an_unknown_page_and_an_existing_page(copy):
     with pytest.raises(ValueError, match=r"slug must be .* got 'Planted'"):
         scaffold.scaffold("Planted", "A planted chapter", "示例章节", "gqa", root=copy)
