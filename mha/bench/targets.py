@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mha.bench.cases.decode import rest_of_step
 from mha.bench.cases.parts import rest
 from mha.bench.implementations import BY_NAME
 
@@ -308,15 +309,25 @@ def _decode(results: dict, d: dict, target: Target) -> Text:
         f"the whole causal forward (medians of the same rounds); its attention kernel alone "
         f"takes {d['sdpa_ms']:.2f} ms and its four projections of one position "
         f"{d['projections_ms']:.2f} ms, so a step that cost only its kernels would reach "
-        f"{d['speedup_of_kernels']:.0f}x; the rest ({d['other_ms']:.2f} ms) is mha's own work "
-        "(checks, the cache's bookkeeping, the head split and merge) and whatever the kernels "
-        "lose inside a step against alone" + than_hf[0],
+        f"{d['speedup_of_kernels']:.0f}x; {_step_rest(d['other_ms'])[0]}" + than_hf[0],
         f"带缓存的一步用时 {d['cache_ms']:.2f} ms，整个因果前向计算用时 "
         f"{d['recompute_ms']:.2f} ms（同一批轮次的中位数）；其中注意力算子单独计时 "
         f"{d['sdpa_ms']:.2f} ms，一个位置的四个投影 {d['projections_ms']:.2f} ms，一步若只花在"
-        f"这些算子上，加速比会是 {d['speedup_of_kernels']:.0f} 倍；其余的 "
-        f"{d['other_ms']:.2f} ms 是 mha 自己的工作（检查、缓存的记账、拆分与合并各头），"
-        "加上算子在一步之中比单独计时慢的那部分" + than_hf[1],
+        f"这些算子上，加速比会是 {d['speedup_of_kernels']:.0f} 倍；{_step_rest(d['other_ms'])[1]}"
+        + than_hf[1],
+    )
+
+
+def _step_rest(other_ms: float) -> Text:
+    """What a decode step spends beyond its kernel and projections, said (a negative one is
+    noise: ``rest_of_step``)."""
+    if other_ms < 0:
+        return rest_of_step(other_ms)
+    return (
+        f"the rest ({other_ms:.2f} ms) is mha's own work (checks, the cache's bookkeeping, the "
+        "head split and merge) and whatever the kernels lose inside a step against alone",
+        f"其余的 {other_ms:.2f} ms 是 mha 自己的工作（检查、缓存的记账、拆分与合并各头），"
+        "加上算子在一步之中比单独计时慢的那部分",
     )
 
 

@@ -102,6 +102,24 @@ def run(context: Context) -> dict:
     return {"decode": rows}
 
 
+def rest_of_step(other_ms: float) -> tuple[str, str]:
+    """A step less its kernel and its projections, in words (English, 中文): a time only where it
+    is one; below 0 the parts timed alone exceed the step, which is noise.
+
+    >>> rest_of_step(0.25)[0]
+    'the rest 0.25 ms'
+    >>> rest_of_step(-0.5)[0].endswith("timed alone exceed the step by 0.50 ms)")
+    True
+    """
+    if other_ms >= 0:
+        return f"the rest {other_ms:.2f} ms", f"其余 {other_ms:.2f} ms"
+    return (
+        "the rest within the noise (the kernel and the projections timed alone exceed the step "
+        f"by {-other_ms:.2f} ms)",
+        f"其余部分在噪声之内（单独计时的算子和投影加起来比一步多 {-other_ms:.2f} ms）",
+    )
+
+
 def report(results: dict) -> list[str]:
     rounds = DECODE_REPEATS * results["config"]["repeats"]
     lines = [
@@ -112,7 +130,7 @@ def report(results: dict) -> list[str]:
     for r in results["decode"]:
         line = (
             f"seq_len {r['seq_len']}: cache {r['cache_ms']:.2f} ms (kernel {r['sdpa_ms']:.2f}, "
-            f"projections {r['projections_ms']:.2f}, the rest {r['other_ms']:.2f}), recompute "
+            f"projections {r['projections_ms']:.2f}, {rest_of_step(r['other_ms'])[0]}), recompute "
             f"{r['recompute_ms']:.2f} ms, speed-up {r['speedup']:.1f}x "
             f"({r['speedup_of_kernels']:.1f}x if a step cost only its kernels)"
         )
