@@ -105,6 +105,8 @@ DRAWN = {
     "fast-memory": PAGE,  # the fast page's model and written_out on x and a context [2, 7, 20]
     "softcap-curve": PAGE,
     "sink-share": PAGE,
+    # the chunked page's MHA(16, 4) on 12 positions: causal, window=4, chunk=4
+    **{name: (16, 4, (1, 12, 16)) for name in ("chunk-masks", "chunk-cache")},
     "gate-values": PAGE,
 }
 # The run of each page that shows pictures (None: the benchmark's page). The scaffold's --picture
@@ -127,6 +129,7 @@ PAGE_RUNS = {
     "fast.md": PAGE,  # and a context [2, 7, 20]
     "softcap.md": PAGE,
     "sinks.md": PAGE,
+    "chunked.md": (16, 4, (1, 12, 16)),  # with window=4 and chunk=4 beside it
     "gate.md": PAGE,
 }
 

@@ -100,6 +100,7 @@ TEACHES = {
         "缩放": "walkthrough.md",
         "软上限": "softcap.md",
         "注意力汇聚": "sinks.md",
+        "块内注意力": "chunked.md",
         "门控": "gate.md",
     },
     "en": {
@@ -114,6 +115,7 @@ TEACHES = {
         "scaling": "walkthrough.md",
         "soft-capping": "softcap.md",
         "attention sink": "sinks.md",
+        "chunked attention": "chunked.md",
         "gate": "gate.md",
     },
 }
