@@ -6,9 +6,9 @@ for a context length, a batch size and a dtype the reader picks. The numbers her
 ``config.json`` on Hugging Face (each entry names its repository); the formula is
 ``values_per_position`` and ``cache_bytes``, and ``tests/test_cache_size.py`` checks it against the
 tensors real caches of ``mha`` hold on scaled-down configurations of each kind (grouped-query
-attention, a sliding window, chunked attention, multi-head latent attention). The explorer computes the same formula
-in the browser from ``MODELS`` (JSON in the page, ``on_post_page``), and the browser tests compare
-every cell it shows with ``rows()`` here.
+attention, a sliding window, chunked attention, multi-head latent attention). The explorer
+computes the same formula in the browser from ``MODELS`` (JSON in the page, ``on_post_page``), and
+the browser tests compare every cell it shows with ``rows()`` here.
 
 Rounding is done the same way in both (``_round``: half up, in binary floating point), so the
 strings agree exactly.
