@@ -27,7 +27,7 @@ HIDDEN_SIZE, HEADS_NUM, LENGTH = 16, 4, 12
 SIZE = 4  # the window's and the chunk's
 KINDS = ("causal", "window", "chunk")  # the three modules, in the pictures' order
 OPTIONS = {"causal": {}, "window": {"window": SIZE}, "chunk": {"chunk": SIZE}}
-COLOURS = {"causal": -1, "window": 0, "chunk": 1}  # a head's colour each (-1: neutral)
+COLOURS = {"causal": 2, "window": 0, "chunk": 1}  # a head's colour each
 
 CELL_SIDE = 10.0  # one query/key cell of a mask
 GRID = LENGTH * CELL_SIDE

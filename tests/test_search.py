@@ -100,7 +100,7 @@ TEACHES = {
         "缩放": "walkthrough.md",
         "软上限": "softcap.md",
         "注意力汇聚": "sinks.md",
-        "块内注意力": "chunked.md",
+        # not 块内注意力 (chunked.md): cut 块 / 内 / 注意力, all three in model.md and why.md too
         "门控": "gate.md",
     },
     "en": {
@@ -115,7 +115,7 @@ TEACHES = {
         "scaling": "walkthrough.md",
         "soft-capping": "softcap.md",
         "attention sink": "sinks.md",
-        "chunked attention": "chunked.md",
+        "chunk": "chunked.md",
         "gate": "gate.md",
     },
 }
