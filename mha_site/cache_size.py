@@ -6,9 +6,9 @@ for a context length, a batch size and a dtype the reader picks. The numbers her
 ``config.json`` on Hugging Face (each entry names its repository); the formula is
 ``values_per_position`` and ``cache_bytes``, and ``tests/test_cache_size.py`` checks it against the
 tensors real caches of ``mha`` hold on scaled-down configurations of each kind (grouped-query
-attention, a sliding window, multi-head latent attention). The explorer computes the same formula
-in the browser from ``MODELS`` (JSON in the page, ``on_post_page``), and the browser tests compare
-every cell it shows with ``rows()`` here.
+attention, a sliding window, chunked attention, multi-head latent attention). The explorer
+computes the same formula in the browser from ``MODELS`` (JSON in the page, ``on_post_page``), and
+the browser tests compare every cell it shows with ``rows()`` here.
 
 Rounding is done the same way in both (``_round``: half up, in binary floating point), so the
 strings agree exactly.
@@ -41,10 +41,14 @@ class Model:
     kv_heads: int = 0  # num_key_value_heads (gqa)
     head_size: int = 0  # head_dim, or hidden_size / num_attention_heads (gqa)
     window: int | None = None  # sliding_window: the cache keeps window - 1 positions
+    # attention_chunk_size (Llama 4): a chunked layer's cache empties at each chunk boundary, so
+    # it holds chunk - 1 positions at most
+    chunk: int | None = None
     kv_rank: int = 0  # kv_lora_rank (mla)
     rope_dims: int = 0  # qk_rope_head_dim (mla)
-    # The layers of those that slide, where the others attend over every position (Gemma's and
-    # gpt-oss's layer_types); None: every layer slides when there is a window
+    # The layers of those that slide (or attend in chunks), where the others attend over every
+    # position (Gemma's, gpt-oss's and Llama 4's layer_types); None: every layer slides when there
+    # is a window
     window_layers: int | None = None
     # The layers that cache keys and values, where the others are linear attention, whose state
     # does not grow with the positions (Qwen3-Next's layer_types); None: every layer
@@ -111,6 +115,17 @@ MODELS = [
         attention_layers=12,
     ),
     Model("SmolLM3 3B", "HuggingFaceTB/SmolLM3-3B", 36, 16, "gqa", kv_heads=4, head_size=128),
+    Model(
+        "Llama 4 Scout",
+        "meta-llama/Llama-4-Scout-17B-16E",
+        48,
+        40,
+        "gqa",
+        kv_heads=8,
+        head_size=128,
+        chunk=8192,
+        window_layers=36,
+    ),
 ]
 
 
@@ -120,8 +135,9 @@ def cached_layers(model: Model) -> int:
 
 
 def sliding_layers(model: Model) -> int:
-    """The cached layers under the sliding window: none, all, or those the config says."""
-    if model.window is None:
+    """The cached layers under the sliding window (or in chunks): none, all, or those the config
+    says."""
+    if model.window is None and model.chunk is None:
         return 0
     return cached_layers(model) if model.window_layers is None else model.window_layers
 
@@ -141,17 +157,22 @@ def values_per_position(model: Model) -> int:
 
 
 def held_positions(model: Model, context: int, sliding: bool = True) -> int:
-    """The positions a layer's cache holds after a step at ``context`` positions: all of them,
-    or, for a layer under the sliding window, the ``window - 1`` latest (one more during the
-    step)."""
-    if model.window is None or not sliding:
+    """The most positions a layer's cache holds after a step, up to ``context`` positions: all of
+    them, or, for a layer under the sliding window, the ``window - 1`` latest (one more during the
+    step); a chunked layer's cache empties at each chunk boundary, holding ``context % chunk``
+    after the step at ``context``, and ``chunk - 1`` at most."""
+    if not sliding:
         return context
-    return min(context, model.window - 1)
+    if model.window is not None:
+        return min(context, model.window - 1)
+    if model.chunk is not None:
+        return min(context, model.chunk - 1)
+    return context
 
 
 def held_text(model: Model, context: int) -> str:
     """The explorer's "held" cell: the positions each layer holds, ``sliding / full`` where some
-    layers slide and the others do not."""
+    layers slide (or attend in chunks) and the others do not."""
     held = str(held_positions(model, context))
     if 0 < sliding_layers(model) < cached_layers(model):
         return f"{held} / {context}"
@@ -159,8 +180,8 @@ def held_text(model: Model, context: int) -> str:
 
 
 def cache_bytes(model: Model, context: int, batch_size: int, dtype: str) -> int:
-    """The bytes the cache holds after a step: each cached layer's positions held, times the
-    bytes of a position in a layer, times the batch."""
+    """The bytes the cache holds after a step (at most, with chunks): each cached layer's
+    positions held, times the bytes of a position in a layer, times the batch."""
     slide = sliding_layers(model)
     positions = slide * held_positions(model, context)
     positions += (cached_layers(model) - slide) * context

@@ -23,6 +23,7 @@ import functools
 
 from mha_site import (
     pictures_cache,
+    pictures_chunked,
     pictures_cross,
     pictures_fast,
     pictures_flow,
@@ -46,6 +47,7 @@ from mha_site import (
 # The generator modules, one per line: a new one is imported and added here (the scaffold does it).
 GENERATORS = (
     pictures_cache,
+    pictures_chunked,
     pictures_cross,
     pictures_fast,
     pictures_flow,

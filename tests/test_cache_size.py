@@ -3,7 +3,7 @@ formula, in a real browser, both languages.
 
 ``mha_site.cache_size`` holds the published configurations and the formula; the page's snippet
 checks the formula against the bytes real caches of ``mha`` hold (grouped-query attention, a
-sliding window, MLA). Here the formula is checked once more against caches built from the
+sliding window, chunks, MLA). Here the formula is checked once more against caches built from the
 configurations' own numbers scaled down, and the browser types seeded random values (and the
 edges of Mistral's window) into the built page and compares every cell of its table with
 ``rows()``.
@@ -48,6 +48,7 @@ def scaled(model: Model) -> Model:
         kv_heads=kv_heads,
         head_size=4,
         window=model.window and 5,
+        chunk=model.chunk and 5,
         window_layers=1 if some else None,
         attention_layers=None if model.attention_layers is None else 1,
     )
@@ -60,7 +61,7 @@ def test_the_formula_counts_what_real_caches_hold(model, dtype):
     name = {torch.float32: "float32", torch.bfloat16: "bfloat16"}[dtype]
     torch.manual_seed(0)
     x = torch.randn(3, 9, 16, dtype=dtype)
-    held = 0
+    held = 0  # the most each layer held after a step, all layers together
     for i in range(cached_layers(small)):  # the layers of linear attention hold no positions
         if small.kind == "mla":
             layer, cache = (
@@ -75,15 +76,22 @@ def test_the_formula_counts_what_real_caches_hold(model, dtype):
                 LatentCache(),
             )
         else:
-            window = small.window if i < sliding_layers(small) else None
-            layer = MHA(16, small.heads, kv_heads=small.kv_heads, window=window)
+            limits = dict(window=small.window, chunk=small.chunk)
+            if i >= sliding_layers(small):
+                limits = {}
+            layer = MHA(16, small.heads, kv_heads=small.kv_heads, **limits)
             cache = KVCache()
         layer = layer.to(dtype)
+        most = 0  # a chunked layer's cache empties at each chunk boundary: its most, not its last
         with torch.no_grad():
             layer(x[:, :4], is_causal=True, cache=cache)  # a prefill, then steps
             for i in range(4, 9):
+                most = max(
+                    most, sum(t.numel() * t.element_size() for t in (cache.keys, cache.values))
+                )
                 layer(x[:, i : i + 1], is_causal=True, cache=cache)
-        held += sum(t.numel() * t.element_size() for t in (cache.keys, cache.values))
+        most = max(most, sum(t.numel() * t.element_size() for t in (cache.keys, cache.values)))
+        held += most
     assert held == cache_bytes(small, 9, 3, name)
 
 
@@ -99,6 +107,8 @@ def test_rows_round_half_up_and_name_every_model():
     assert by_name["Gemma 2 9B"] == ["Gemma 2 9B", "336.0", "4095 / 32768", "5.91"]
     # 12 of 48 layers cache keys and values
     assert by_name["Qwen3-Next 80B-A3B"][1:] == ["24.0", "32768", "0.75"]
+    # 36 of 48 layers in chunks of 8192: 36 * 8191 + 12 * 32768 positions of 4 KiB
+    assert by_name["Llama 4 Scout"][1:] == ["192.0", "8191 / 32768", "2.62"]
 
 
 # --- In a browser --------------------------------------------------------------------------------
@@ -109,6 +119,7 @@ def cases() -> list[tuple[int, int, str]]:
     random ones."""
     fixed = [(32768, 1, "bfloat16"), (4095, 2, "float16"), (4096, 3, "float32"), (1, 1, "float8")]
     fixed += [(127, 1, "bfloat16"), (128, 2, "float32")]  # gpt-oss's window
+    fixed += [(8191, 1, "bfloat16"), (8192, 1, "bfloat16")]  # Llama 4 Scout's chunk
     rng = random.Random(18)
     drawn = [
         (rng.randint(1, 200_000), rng.randint(1, 64), rng.choice(sorted(DTYPES))) for _ in range(6)

@@ -105,6 +105,8 @@ DRAWN = {
     "fast-memory": PAGE,  # the fast page's model and written_out on x and a context [2, 7, 20]
     "softcap-curve": PAGE,
     "sink-share": PAGE,
+    # the chunked page's MHA(16, 4) on 12 positions: causal, window=4, chunk=4
+    **{name: (16, 4, (1, 12, 16)) for name in ("chunk-masks", "chunk-cache")},
     "gate-values": PAGE,
     "longrope-wavelengths": None,  # no MHA: the longrope page's RotaryEmbedding(96), 3 ways
     # the factor MHA(20, 4, temperature=(0.1, 8192)) applies at 260 positions up to 2 ** 20
@@ -130,6 +132,7 @@ PAGE_RUNS = {
     "fast.md": PAGE,  # and a context [2, 7, 20]
     "softcap.md": PAGE,
     "sinks.md": PAGE,
+    "chunked.md": (16, 4, (1, 12, 16)),  # with window=4 and chunk=4 beside it
     "gate.md": PAGE,
     "longrope.md": None,  # its snippets run RotaryEmbedding(96) and Phi-3's layers, not MHA
     "nope.md": PAGE,

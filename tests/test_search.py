@@ -100,6 +100,7 @@ TEACHES = {
         "缩放": "walkthrough.md",
         "软上限": "softcap.md",
         "注意力汇聚": "sinks.md",
+        # not 块内注意力 (chunked.md): cut 块 / 内 / 注意力, all three in model.md and why.md too
         "门控": "gate.md",
         "长因子": "longrope.md",
         "温度调节": "nope.md",
@@ -116,6 +117,7 @@ TEACHES = {
         "scaling": "walkthrough.md",
         "soft-capping": "softcap.md",
         "attention sink": "sinks.md",
+        "chunk": "chunked.md",
         "gate": "gate.md",
         "LongRoPE": "longrope.md",
         "NoPE": "nope.md",

@@ -17,11 +17,20 @@
 
   const cachedLayers = (m) => (m.attention_layers === null ? m.layers : m.attention_layers);
   const slidingLayers = (m) =>
-    m.window === null ? 0 : m.window_layers === null ? cachedLayers(m) : m.window_layers;
+    m.window === null && m.chunk === null
+      ? 0
+      : m.window_layers === null
+        ? cachedLayers(m)
+        : m.window_layers;
   const valuesPerLayer = (m) =>
     m.kind === "mla" ? m.kv_rank + m.rope_dims : 2 * m.kv_heads * m.head_size;
+  // A chunked layer (Llama 4's) empties its cache at each chunk boundary: chunk - 1 at most.
   const heldPositions = (m, context) =>
-    m.window === null ? context : Math.min(context, m.window - 1);
+    m.window !== null
+      ? Math.min(context, m.window - 1)
+      : m.chunk !== null
+        ? Math.min(context, m.chunk - 1)
+        : context;
   const heldText = (m, context) => {
     const held = String(heldPositions(m, context));
     const slide = slidingLayers(m);
