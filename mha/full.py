@@ -60,7 +60,16 @@ from mha.masks import and_causal, causal_mask, chunk_mask, float_mask_as, held_m
 from mha.norm import RMSNorm
 from mha.rope import RotaryEmbedding
 
-__all__ = ["MHA", "KVCache", "ModelCache", "Options", "RMSNorm", "causal_mask", "padding_mask"]
+__all__ = [
+    "MHA",
+    "KVCache",
+    "ModelCache",
+    "Options",
+    "RMSNorm",
+    "causal_mask",
+    "chunk_mask",
+    "padding_mask",
+]
 
 # A cache saved when its classes lived in this file names them mha.full.KVCache and
 # mha.full.ModelCache: torch.load(weights_only=True) still accepts those names.
@@ -1089,7 +1098,7 @@ class MHA(nn.Module):
         if whole < length:
             # 最后不满一块的部分
             # The part of a chunk left at the end
-            rest = F.scaled_dot_product_attention(q[:, :, whole:], k[:, :, whole:], v[:, :, whole:], **options)  # [batch_size, heads_num, q_len - n_chunks * chunk, head_size]
+            rest = F.scaled_dot_product_attention(*(t[:, :, whole:] for t in (q, k, v)), **options)  # [batch_size, heads_num, q_len - n_chunks * chunk, head_size]
             parts.append(rest)
         out = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]  # [batch_size, heads_num, q_len, head_size]
         return out

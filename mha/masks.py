@@ -2,7 +2,8 @@
 
 ``True`` means *may attend*, as in PyTorch's ``scaled_dot_product_attention``. ``causal_mask``
 builds the lower-right-aligned causal mask (and its sliding-window band); ``padding_mask`` hides
-the padded positions of a batch of different lengths. [`MHA`][mha.full.MHA] and
+the padded positions of a batch of different lengths; ``chunk_mask`` keeps each query to its own
+chunk of positions (Llama 4's chunked attention). [`MHA`][mha.full.MHA] and
 [`MLA`][mha.mla.MLA] take either (or both, combined with ``&``) as ``attn_mask``. Both modules
 also use ``and_causal`` (a mask and the causal one together) and ``float_mask_as`` (a float mask
 in the scores' dtype), which are not part of the documented API.
@@ -23,7 +24,7 @@ from torch import Tensor
 
 from mha.checks import _check_flag, _check_length, _check_range, _check_vector
 
-__all__ = ["causal_mask", "padding_mask"]
+__all__ = ["causal_mask", "chunk_mask", "padding_mask"]
 
 
 # --8<-- [start:masks]
@@ -182,6 +183,18 @@ def chunk_mask(q_at: Tensor, k_at: Tensor, chunk: int) -> Tensor:
                 [False, False,  True, False, False],
                 [False, False,  True,  True, False],
                 [False, False, False, False,  True]])
+
+    中文:
+        每个查询和哪些键落在同一块里（块长 ``chunk``，Llama 4 的分块注意力；因果顺序是另一个掩码）：
+        ``q_at // chunk`` 等于 ``k_at // chunk`` 的地方为 ``True``。
+
+        参数：
+            q_at: 各查询的位置，形状为 ``[..., q_len]`` 的整数张量。
+            k_at: 各键的位置，``[..., k_len]``（前面的维度与 ``q_at`` 的互相广播）。
+            chunk: 块的长度。
+
+        返回：
+            形状为 ``[..., q_len, k_len]`` 的布尔张量。
     """
     first = q_at.div(chunk, rounding_mode="floor").unsqueeze(-1)  # [..., q_len, 1]
     return first == k_at.div(chunk, rounding_mode="floor").unsqueeze(-2)
