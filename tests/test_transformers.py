@@ -275,9 +275,10 @@ def build(
     )
     if head_dim is not None:
         options["head_dim"] = head_dim
-    elif rope == "longrope" and family != "phi3":
+    elif (rope == "longrope" and family != "phi3") or family == "mixtral":
         # longrope's factors are one per pair of the heads drawn: not of a config's own default
-        # head_dim (Gemma's 256)
+        # head_dim (Gemma's 256); Mixtral's config keeps head_dim None, which transformers' yarn
+        # multiplies (its Mixtral layer takes hidden_size // num_attention_heads: the same)
         options["head_dim"] = 24 // heads
     if family in (*BIASED, "olmo2", *PARTIAL, *LAYER_TYPES):
         options["attention_bias"] = bias
