@@ -128,7 +128,8 @@ class Run:
         """With chunks, their size and the whole chunks of the call's ``q_len`` positions."""
         if self.chunk is None:
             return {}
-        return {"chunk": self.chunk, "n_chunks": self.q_len // self.chunk}
+        whole = self.q_len // self.chunk
+        return {"chunk": self.chunk} | ({"n_chunks": whole} if whole else {})
 
     def free_dims(self) -> dict[str, int]:
         """The sizes this run sets freely, and the products the comments use: all must differ.
@@ -346,8 +347,8 @@ RUNS = [
         **TODAY,
         rotary_dims=6,
         qk_norm="weightless",  # Llama 4's: no weight, after the rotation
-        chunk=5,  # 9 cached, 4 of them held (chunk 1's); the call's 3 cross into chunk 2
-        cached=9,
+        chunk=8,  # 15 cached, 7 of them held (chunk 1's); the call's 3 cross into chunk 2
+        cached=15,
         mask="padding",
         is_causal=True,
     ),
@@ -362,9 +363,9 @@ RUNS = [
         "today/math/chunk/positions/cache/causal",
         **TODAY,
         rotary_dims=6,
-        chunk=5,
+        chunk=8,
         positions="batch",  # chunks counted by each row's positions: chunk - 1 held
-        cached=5,
+        cached=12,
         fast=False,
         is_causal=True,
     ),
@@ -372,7 +373,7 @@ RUNS = [
         "today/fast/chunk/positions/static-cache/padding/causal",
         **TODAY,
         rotary_dims=6,
-        chunk=4,
+        chunk=7,
         positions="batch",
         cached=5,
         mask="padding",

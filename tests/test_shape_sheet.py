@@ -17,7 +17,8 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
     rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
     of today's options (q/k norm, rotary embeddings, a sliding window's cache and its call longer
     than max_len, a given scale, a soft-cap, sinks, norms of the projections, a gate, a
-    temperature) and of a static cache, which their own chapter traces."""
+    temperature, chunks and the norm without a weight) and of a static cache, which their own
+    chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
     lines = source.splitlines()
@@ -28,7 +29,10 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
     )
     assert left_out == [
         "(q * tuned.unsqueeze(-1).unsqueeze(-3)).to(q.dtype)",  # Llama 4's temperature
+        "F.scaled_dot_product_attention(*(t[:, :, whole:] for t in (q, k, v)), **options)",
+        "F.scaled_dot_product_attention(q_rows, k_rows, v_rows, **options)",  # Llama 4's chunks
         "and_causal(attn_mask, seen)",  # a static cache's mask of the slots held
+        "at",  # Llama 4's chunks
         "attn_mask[..., -k.size(2) :]",
         "cache.keys",  # held_keys: a sliding window's call longer than the cache's max_len
         "cache.keys",  # a static cache's whole buffer
@@ -37,32 +41,50 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "cache.next_positions(x.size(1), x.device)",
         "cache.values",
         "cache.values",
+        "chunk_mask(q_at, k_at, self.chunk)",  # Llama 4's chunks
+        "chunks if attn_mask is None else and_causal(attn_mask, chunks)",  # Llama 4's chunks
         "float_mask_as(attn_mask, q.dtype)",
         "held_mask(at, cache.max_len, is_causal=is_causal, window=self.window)",
+        "k[:, :, :whole].unflatten(2, (n_chunks, size)).transpose(1, 2).flatten(0, 1)",
+        "k_at + shift",  # Llama 4's chunks
+        "k_at[k_len - q_len :]",  # Llama 4's chunks
         'mask != float("-inf")',
         "out * torch.sigmoid(gate)",  # Qwen3-Next's gate
+        "out.unflatten(0, (q.size(0), n_chunks)).transpose(1, 2).flatten(2, 3)",  # Llama 4's chunks
+        "positions",  # Llama 4's chunks
+        "positions[..., -1:] - q_at[-1]",  # Llama 4's chunks
+        "q[:, :, :whole].unflatten(2, (n_chunks, size)).transpose(1, 2).flatten(0, 1)",
+        "q_at + shift",  # Llama 4's chunks
         "qg[..., : self.head_size].reshape(x.size(0), x.size(1), -1)",
         "qg[..., self.head_size :].reshape(x.size(0), x.size(1), -1)",
         "qk + mask",
         "self.W_q(x).view(x.size(0), x.size(1), self.heads_num, 2 * self.head_size)",
         "self._attend_fast(q, k, v, attn_mask, is_causal)",
+        "self._attend_in_chunks(q, k, v)",  # Llama 4's chunks
+        "self._chunks(",  # Llama 4's chunks
         "self._mask(attn_mask, is_causal, q, k)",
         "self.k_norm(k)",
         "self.k_norm(k)",  # OLMo 2's norm of the whole projection
+        "self.k_norm(k)",  # Llama 4's, without a weight
         "self.q_norm(q)",
         "self.q_norm(q)",  # OLMo 2's
+        "self.q_norm(q)",  # Llama 4's, without a weight
         "self.rope.rotate(k, *turns)",
         "self.rope.rotate(q, *turns)",
         "self.sink_logits.to(dtype).view(1, -1, 1, 1).expand(*qk.shape[:-1], 1)",  # gpt-oss's sinks
+        "torch.arange(end - k_len, end, device=self.W_q.weight.device)",  # Llama 4's chunks
         "torch.arange(held, held + x.size(1), device=x.device)",
         "torch.arange(held, held + x.size(1), device=x.device)",  # Llama 4's temperature
+        "torch.arange(k_len, device=at.device)",  # Llama 4's chunks
         "torch.cat([held_keys, k.to(v.dtype)], dim=2)",
         "torch.cat([held_values, v], dim=2)",
         "torch.cat([qk, sink], dim=-1)",
+        "torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]",  # Llama 4's chunks
         "torch.log1p(torch.floor((positions.float() + 1.0) / floor_scale)) * attn_scale + 1.0",
         "torch.matmul(q.to(dtype), k.transpose(-2, -1)) * self.scale",
         "torch.softmax(qk, dim=-1)[..., :-1].to(q.dtype)",
         "torch.tanh(qk / self.softcap) * self.softcap",  # Gemma 2's soft-cap
+        "v[:, :, :whole].unflatten(2, (n_chunks, size)).transpose(1, 2).flatten(0, 1)",
     ], left_out
     assert shown < commented
     assert all(len(row.shapes) == len(shape_sheet.CALLS) for row in shape_sheet.rows())
