@@ -122,13 +122,20 @@ def sample() -> list[tuple[Path, int]]:
     return chosen
 
 
-# A fresh interpreter that imports torch, the one slow import, and then runs each script it is
-# given (a path a line, on stdin) in a process forked from itself, one per core at a time: as
-# ``python script.py`` would, with the script's folder first on ``sys.path``, its output in
-# ``script.out``, a traceback and exit status 1 if it raises. It answers "status path" for each.
+# A fresh interpreter that imports torch, the one slow import, and the modules of transformers the
+# scripts import (seconds each, again in every script otherwise; nothing of mha or the tests), and
+# then runs each script it is given (a path a line, on stdin) in a process forked from itself, one
+# per core at a time: as ``python script.py`` would, with the script's folder first on
+# ``sys.path``, its output in ``script.out``, a traceback and exit status 1 if it raises. It
+# answers "status path" for each.
 FORKING_INTERPRETER = """
-import os, runpy, sys, traceback
+import importlib, os, re, runpy, sys, traceback
 import torch
+
+scripts = sys.stdin.read().splitlines()
+imported = re.compile(r"^(?:from|import) (transformers[\\w.]*)", re.M)
+for name in sorted({m for s in scripts for m in imported.findall(open(s).read())}):
+    importlib.import_module(name)
 
 def run(script):
     out = os.open(script[:-3] + ".out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -151,7 +158,7 @@ def answer():
     print(os.waitstatus_to_exitcode(status), running.pop(pid), flush=True)
 
 running = {}
-for script in sys.stdin.read().splitlines():
+for script in scripts:
     if len(running) == (os.cpu_count() or 2):
         answer()
     pid = os.fork()
@@ -165,8 +172,9 @@ while running:
 
 def run_in_fresh_interpreters(cases: list[tuple[Path, int]], directory: Path) -> list[str]:
     """Run each script outside the repository in a process of its own, forked from a fresh
-    interpreter that has imported torch and nothing of ``mha`` or the tests (``python script.py``
-    would import torch again for each, seconds each); what went wrong, one line per script."""
+    interpreter that has imported torch and the scripts' modules of transformers, nothing of
+    ``mha`` or the tests (``python script.py`` would import them again for each, seconds each);
+    what went wrong, one line per script."""
     scripts = []
     for page, index in cases:
         blocks, page_scripts = runnable_blocks(page)
