@@ -107,3 +107,86 @@ def test_a_static_cache_step_is_captured_once_by_a_cuda_graph_and_replayed_every
             want = model(x[:, s : s + 1], is_causal=True, cache=dynamic)
             assert relative(out, want.double().cpu()) < BOUND[torch.float32], s
     assert len(static) == 20
+
+
+def ring_inputs(layout: str, world: int, dtype: torch.dtype):
+    """A causal sequence's q, k, v and the loss's weights, float64 on the CPU, and each rank's
+    part of them on the GPU in ``dtype``: 8 query heads, 2 key/value heads, values of another
+    size than the keys (what the memory-efficient kernel takes and the CPU flash one does not)."""
+    from mha.parallel import split_sequence
+
+    torch.manual_seed(0)
+    shapes = [(2, 8, 256, 64), (2, 2, 256, 64), (2, 2, 256, 32), (2, 8, 256, 32)]
+    whole = [torch.randn(*shape, dtype=torch.float64) for shape in shapes]
+    parts = [
+        split_sequence(t.to("cuda", dtype), world, dim=2, layout=layout) for t in whole
+    ]  # fmt: skip
+    return whole, parts
+
+
+def reference(whole):
+    """One process's output and gradients, float64 on the CPU."""
+    *qkv, weights = (t.clone().requires_grad_() for t in whole)
+    out = torch.nn.functional.scaled_dot_product_attention(*qkv, is_causal=True, enable_gqa=True)
+    (out * weights).sum().backward()
+    return out.detach(), [t.grad for t in qkv]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "zigzag"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_a_ring_of_four_ranks_on_one_gpu_equals_the_float64_reference(layout, dtype):
+    """Each rank's steps as ``ring_attention`` runs them (the kernel ``ring_kernel`` names,
+    forward and backward, and the merge), the four ranks one after another on one GPU, the
+    transfers left out: one GPU has no ring of NCCL ranks, and gloo sends no CUDA tensor."""
+    from mha.parallel import join_sequence, ring
+
+    world = 4
+    whole, (q, k, v, weights) = ring_inputs(layout, world, dtype)
+    assert ring.ring_kernel(q[0], k[0], v[0]) == "aten._scaled_dot_product_efficient_attention"
+    outs, lses = [], []
+    for rank in range(world):
+        out = lse = None
+        for source, action in ring.ring_schedule(world, rank, is_causal=True, layout=layout):
+            part = ring._step_forward(q[rank], k[source], v[source], action, 64)
+            if part is None:
+                continue
+            rows, part_out, part_lse = part
+            if out is None:  # step 0: the own block, every row
+                out, lse = part_out, part_lse
+            else:
+                ring._merge_into(ring._part(out, rows), ring._part(lse, rows), part_out, part_lse)
+        outs.append(out)
+        lses.append(lse)
+    dq = [torch.zeros_like(t, dtype=torch.float32) for t in q]
+    dk = [torch.zeros_like(t, dtype=torch.float32) for t in k]
+    dv = [torch.zeros_like(t, dtype=torch.float32) for t in v]
+    for rank in range(world):
+        for source, action in ring.ring_schedule(world, rank, is_causal=True, layout=layout):
+            grads = ring._step_backward(
+                weights[rank], q[rank], k[source], v[source], outs[rank], lses[rank], action, 64
+            )
+            dq[rank] += grads[0]
+            dk[source] += grads[1]
+            dv[source] += grads[2]
+    expected, expected_grads = reference(whole)
+    join = lambda parts: join_sequence(parts, dim=2, layout=layout)  # noqa: E731
+    assert relative(join(outs), expected) < BOUND[dtype]
+    for name, got, want in zip("qkv", (dq, dk, dv), expected_grads, strict=True):
+        assert relative(join(got), want) < BOUND[dtype], f"d{name}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_ring_attention_without_a_process_group_runs_the_kernel_on_the_gpu(dtype):
+    """One process, no ``torch.distributed``: ``ring_attention`` is the memory-efficient kernel's
+    attention, its gradients through autograd."""
+    from mha.parallel import ring_attention
+
+    whole, (q, k, v, weights) = ring_inputs("contiguous", 1, dtype)
+    q, k, v = (t[0].clone().requires_grad_() for t in (q, k, v))
+    out = ring_attention(q, k, v, is_causal=True)
+    (out.float() * weights[0].float()).sum().backward()
+    expected, expected_grads = reference(whole)
+    assert out.dtype == dtype
+    assert relative(out, expected) < BOUND[dtype]
+    for name, got, want in zip("qkv", (q.grad, k.grad, v.grad), expected_grads, strict=True):
+        assert relative(got, want) < BOUND[dtype], f"d{name}"

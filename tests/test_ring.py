@@ -1,6 +1,7 @@
 """The sequence across ranks as the systems run it: ``ring_attention``'s fused kernel, zigzag
 layout, grouped-query keys and overlapped transfers, and ``ulysses_attention``; on 2 and 4 gloo
-ranks, each equal to one process, forward and backward.
+ranks, each equal to one process, forward and backward; and the steps a rank on a CUDA device
+runs, under ``FakeTensorMode`` (shapes and the kernels' schemas, without a GPU).
 
 One launch per world size runs every check (forking and the first calls cost more than the
 checks). Each rank records what it ran: the attention kernels (a dispatch mode sees each ATen
@@ -46,10 +47,20 @@ def argument(args: tuple, kwargs: dict, index: int, name: str, default=None):
     return args[index] if len(args) > index else kwargs.get(name, default)
 
 
+EFFICIENT = "aten::_scaled_dot_product_efficient_attention"
+# each fused kernel's arguments: where its queries are, and its is_causal (the keys follow q)
+KERNELS = {
+    FLASH: (0, 4),
+    FLASH_BACKWARD: (1, 7),
+    EFFICIENT: (0, 6),
+    EFFICIENT + "_backward": (1, 11),
+}
+
+
 class Recorder(TorchDispatchMode):
-    """The attention kernels called inside it, as ``(name, q's shape, k_len, is_causal)``, and
-    the transfers, one ``("send", tag, bytes)`` a batch of sends, in the order they were
-    issued."""
+    """The fused attention kernels called inside it, as ``(name, q's shape, k's shape,
+    is_causal)``, and the transfers, one ``("send", tag, bytes)`` a batch of sends, in the order
+    they were issued."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -57,14 +68,11 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name, kwargs = func.name(), kwargs or {}
-        if name == FLASH:
-            q, k = args[0], args[1]
-            causal = argument(args, kwargs, 4, "is_causal", False)
-            self.events.append((name, tuple(q.shape), k.size(2), causal))
-        elif name == FLASH_BACKWARD:
-            q, k = args[1], args[2]
-            causal = argument(args, kwargs, 7, "is_causal", False)
-            self.events.append((name, tuple(q.shape), k.size(2), causal))
+        if name in KERNELS:
+            at, causal_at = KERNELS[name]
+            q, k = args[at], args[at + 1]
+            causal = argument(args, kwargs, causal_at, "is_causal", False)
+            self.events.append((name, tuple(q.shape), tuple(k.shape), causal))
         return func(*args, **kwargs)
 
 
@@ -215,11 +223,58 @@ def test_each_ring_step_calls_the_fused_kernel_that_returns_the_lse(ranks, world
     assert ring_kernel(q, k, sequence(v_size=3)[2]) == "mha.tiled.TiledAttention"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_on_cuda_each_ring_step_calls_the_memory_efficient_kernel_by_its_schema(dtype):
+    """What a rank on a CUDA device runs, checked without a GPU: under ``FakeTensorMode`` a
+    tensor on ``"cuda"`` carries its shape, dtype and device but no numbers, and each kernel's
+    meta function checks the arguments against the operator's schema (``make gpu-check`` runs
+    the numbers on a GPU, ``tests/test_cuda.py``)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from mha.parallel import ring
+
+    world, rank, n = 4, 1, 8  # rank 1 of 4, a part of 8 positions
+    with FakeTensorMode():
+        q = torch.empty(B, H, n, 16, dtype=dtype, device="cuda")
+        k = torch.empty(B, KV, n, 16, dtype=dtype, device="cuda")
+        v = torch.empty(B, KV, n, 24, dtype=dtype, device="cuda")  # values of another size
+        assert ring_kernel(q, k, v) == "aten._scaled_dot_product_efficient_attention"
+        unaligned = torch.empty(B, KV, n, 12, dtype=dtype, device="cuda")
+        assert ring_kernel(q, k, unaligned) == "mha.tiled.TiledAttention"
+        assert ring_kernel(q.double(), k.double(), v.double()) == "mha.tiled.TiledAttention"
+        # what the ring has joined so far, float32 as it accumulates
+        out = torch.empty(B, H, n, 24, device="cuda")
+        lse = torch.empty(B, H, n, device="cuda")
+        actions = set()
+        for layout in ("contiguous", "zigzag"):
+            for _, action in ring_schedule(world, rank, is_causal=True, layout=layout):
+                actions.add(action)
+                with Recorder() as kernels:
+                    part = ring._step_forward(q, k, v, action, 64)
+                    grads = ring._step_backward(out, q, k, v, out, lse, action, 64)
+                for grad, t in zip(grads, (q, k, v), strict=True):
+                    assert (grad.shape, grad.dtype, grad.device.type) == (
+                        t.shape, torch.float32, "cuda"
+                    ), action  # fmt: skip
+                if action == "skip":
+                    assert part is None and kernels.events == []
+                    continue
+                (start, rows), step_out, step_lse = part
+                assert (start, rows) == ((n // 2, n // 2) if action == "back" else (0, n))
+                assert step_out.shape == (B, H, rows, 24) and step_out.dtype == torch.float32
+                assert step_lse.shape == (B, H, rows) and step_lse.dtype == torch.float32
+                keys = n // 2 if action == "front" else n
+                # the held block has KV heads; the kernel is given them repeated to H
+                call = ((B, H, rows, 16), (B, H, keys, 16), action == "causal")
+                assert kernels.events == [(EFFICIENT, *call), (EFFICIENT + "_backward", *call)]
+    assert actions == {"causal", "whole", "skip", "front", "back"}
+
+
 def pairs_attended(events: list[tuple]) -> int:
     """The (query, key) pairs the forward's kernel calls computed: q_len * k_len, or the lower
     triangle's q_len * (q_len + 1) / 2 under the causal mask."""
     forward = [e for e in events if e[0] == FLASH]
-    return sum(q[2] * (q[2] + 1) // 2 if causal else q[2] * k for _, q, k, causal in forward)
+    return sum(q[2] * (q[2] + 1) // 2 if causal else q[2] * k[2] for _, q, k, causal in forward)
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -281,7 +336,8 @@ def test_ulysses_equals_one_process_with_whole_heads_per_rank(ranks, expected, w
     for got in ranks[world]:
         # after the all-to-all: heads_num / world heads over the whole sequence
         forward = [e for e in got["ulysses"]["events"] if e[0] == FLASH]
-        assert forward == [(FLASH, (B, H // world, L, D), L, True)]
+        kv_heads = (KV if world == 2 else H) // world
+        assert forward == [(FLASH, (B, H // world, L, D), (B, kv_heads, L, D), True)]
         assert got["ulysses"]["out"].shape == (B, H, L // world, D)
         assert got["ulysses_refused"].startswith(
             f"ValueError: ulysses_attention: kv_heads (1) must be divisible by the world size "

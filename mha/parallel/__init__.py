@@ -12,7 +12,8 @@ or zigzag's two chunks, one from each end, which balance the causal mask's work;
 ``split_sequence``), the keys and values travel round the ring of ranks with their ``kv_heads``
 heads, one neighbour to the next, sent before each step computes, and each rank merges the
 partial results of its queries with [`merge`][mha.tiled.merge] from the log-sum-exp that the fused
-CPU flash kernel returns (``ring_kernel``), so no rank ever holds the whole sequence's keys.
+kernel returns (``ring_kernel``: SDPA's flash kernel on the CPU, its memory-efficient one on CUDA),
+so no rank ever holds the whole sequence's keys.
 ``ring_schedule`` says which keys a rank holds at each step, and what it does with them.
 ``ulysses_attention`` splits it the other way, DeepSpeed-Ulysses': an all-to-all trades positions
 for heads, each rank attends whole heads over the whole sequence, and a second all-to-all trades

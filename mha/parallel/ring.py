@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import Tensor
 
 from mha.checks import _check_flag, _check_length
@@ -22,6 +23,10 @@ LAYOUTS = ("contiguous", "zigzag")
 FUSED = "aten._scaled_dot_product_flash_attention_for_cpu"
 """The fused kernel a ring step calls on the CPU: SDPA's flash kernel, which returns the
 log-sum-exp with the output (and its backward takes them both)."""
+FUSED_CUDA = "aten._scaled_dot_product_efficient_attention"
+"""The fused kernel a ring step calls on a CUDA device: SDPA's memory-efficient kernel, which
+returns the log-sum-exp when asked (``compute_log_sumexp=True``), for every floating dtype but
+float64 and values of any size (the flash kernel takes 16-bit floats only)."""
 TILED = "mha.tiled.TiledAttention"
 """What a ring step runs where the fused kernel does not apply."""
 
@@ -248,12 +253,16 @@ def join_sequence(parts: list[Tensor], *, dim: int, layout: Layout = "contiguous
 def ring_kernel(q: Tensor, k: Tensor, v: Tensor) -> str:
     """The kernel each step of ``ring_attention`` calls on these blocks.
 
-    On the CPU, for queries, keys and values of one head size in a floating dtype, the fused
-    flash kernel ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``, which returns the
-    output with its log-sum-exp (what [`merge`][mha.tiled.merge] needs to join the steps), its
-    backward taking both; otherwise [`TiledAttention`][mha.tiled.TiledAttention] (values of
-    another size, or another device: CUDA's fused kernels return the log-sum-exp too, as PyTorch's
-    context parallelism uses them, but this code is not run on a GPU here).
+    A fused kernel that returns the output with its log-sum-exp (what
+    [`merge`][mha.tiled.merge] needs to join the steps), its backward taking both, as PyTorch's
+    context parallelism calls them. On the CPU, for queries, keys and values of one head size in a
+    floating dtype: the flash kernel
+    ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``, which reads the ``kv_heads``
+    key/value heads as they are. On a CUDA device, in float32, bfloat16 or float16 with head and
+    value sizes that are multiples of 8 (the kernel's alignment): the memory-efficient kernel
+    ``torch.ops.aten._scaled_dot_product_efficient_attention``, which takes values of another size
+    but not fewer key/value heads (the step repeats them on the rank; they still travel with
+    ``kv_heads``). Otherwise [`TiledAttention`][mha.tiled.TiledAttention].
 
     Args:
         q: the queries, ``[batch_size, heads_num, q_len, head_size]``.
@@ -261,7 +270,8 @@ def ring_kernel(q: Tensor, k: Tensor, v: Tensor) -> str:
         v: the values, ``[batch_size, kv_heads, k_len, v_size]``.
 
     Returns:
-        ``"aten._scaled_dot_product_flash_attention_for_cpu"`` or ``"mha.tiled.TiledAttention"``.
+        ``"aten._scaled_dot_product_flash_attention_for_cpu"``,
+            ``"aten._scaled_dot_product_efficient_attention"`` or ``"mha.tiled.TiledAttention"``.
 
     Examples:
         >>> q = torch.randn(1, 2, 3, 4)
@@ -274,12 +284,15 @@ def ring_kernel(q: Tensor, k: Tensor, v: Tensor) -> str:
     中文:
         ``ring_attention`` 每一步对这些块调用的算子。
 
-        在 CPU 上，查询、键和值每个头的维度相同、dtype 是浮点时，用融合的 flash 算子
-        ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``，它在输出之外还返回
-        log-sum-exp（[`merge`][mha.tiled.merge] 合并各步时要用），反向算子也接收这两者；否则用
-        [`TiledAttention`][mha.tiled.TiledAttention]（值的维度不同，或者在别的设备上：CUDA 的融合
-        算子同样返回 log-sum-exp，PyTorch 的上下文并行用的就是它们，但这里没有 GPU，这份代码没有在
-        GPU 上跑过）。
+        用的是融合算子：它在输出之外还返回 log-sum-exp（[`merge`][mha.tiled.merge] 合并各步时要
+        用），反向算子也接收这两者，PyTorch 的上下文并行调用的就是它们。在 CPU 上，查询、键和值
+        每个头的维度相同、dtype 是浮点时，用 flash 算子
+        ``torch.ops.aten._scaled_dot_product_flash_attention_for_cpu``，它直接读 ``kv_heads`` 个
+        键/值头。在 CUDA 设备上，dtype 是 float32、bfloat16 或 float16，头和值的维度都是 8 的倍数
+        （算子的对齐要求）时，用 memory-efficient 算子
+        ``torch.ops.aten._scaled_dot_product_efficient_attention``：它接受维度不同的值，但不接受
+        更少的键/值头（这一步在本进程上把它们重复出来；在环上传递的仍然是 ``kv_heads`` 个）。
+        其余情况用 [`TiledAttention`][mha.tiled.TiledAttention]。
 
         参数：
             q: 查询，``[batch_size, heads_num, q_len, head_size]``。
@@ -287,16 +300,21 @@ def ring_kernel(q: Tensor, k: Tensor, v: Tensor) -> str:
             v: 值，``[batch_size, kv_heads, k_len, v_size]``。
 
         返回：
-            ``"aten._scaled_dot_product_flash_attention_for_cpu"`` 或
+            ``"aten._scaled_dot_product_flash_attention_for_cpu"``、
+                ``"aten._scaled_dot_product_efficient_attention"`` 或
                 ``"mha.tiled.TiledAttention"``。
     """
-    floating = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
-    fused = (
-        all(t.device.type == "cpu" for t in (q, k, v))
-        and q.dtype in floating
-        and q.size(-1) == k.size(-1) == v.size(-1)
-    )
-    return FUSED if fused else TILED
+    devices = {t.device.type for t in (q, k, v)}
+    head_size, v_size = q.size(-1), v.size(-1)
+    if devices == {"cpu"} and q.dtype in _FLOATING and head_size == k.size(-1) == v_size:
+        return FUSED
+    aligned = head_size % 8 == 0 and v_size % 8 == 0 and head_size == k.size(-1)
+    if devices == {"cuda"} and q.dtype in _FLOATING[1:] and aligned:
+        return FUSED_CUDA
+    return TILED
+
+
+_FLOATING = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 
 
 def _accumulated(dtype: torch.dtype) -> torch.dtype:
@@ -313,16 +331,57 @@ def _attend(
     q: Tensor, k: Tensor, v: Tensor, causal: bool, block_size: int
 ) -> tuple[Tensor, Tensor]:
     """One step's attention and log-sum-exp, in float32 at least: the fused kernel where it
-    applies (key/value heads as they are), else TiledAttention (key/value heads repeated)."""
+    applies (on the CPU key/value heads as they are, on CUDA repeated), else TiledAttention
+    (key/value heads repeated)."""
     dtype = _accumulated(q.dtype)
-    if ring_kernel(q, k, v) == FUSED:
+    kernel = ring_kernel(q, k, v)
+    if kernel == FUSED:
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)
         return out.to(dtype), lse.to(dtype)
     heads = q.size(1)
-    out, lse = TiledAttention(block_size)(
-        q, _repeat_heads(k, heads), _repeat_heads(v, heads), is_causal=causal
-    )
+    k, v = _repeat_heads(k, heads), _repeat_heads(v, heads)
+    if kernel == FUSED_CUDA:
+        out, lse = _efficient(q, k, v, causal)
+        return out.to(dtype), lse.to(dtype)
+    out, lse = TiledAttention(block_size)(q, k, v, is_causal=causal)
     return out.to(dtype), lse.to(dtype)
+
+
+def _efficient(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> tuple[Tensor, Tensor]:
+    """The memory-efficient kernel's output and log-sum-exp (``[batch_size, heads_num, q_len]``:
+    the kernel pads its rows to a multiple of 32 on CUDA, cut here)."""
+    out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, None, True, 0.0, causal
+    )
+    return out, lse.narrow(-1, 0, q.size(2))
+
+
+def _efficient_backward(
+    dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, causal: bool
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The memory-efficient kernel's gradients of ``q``, ``k`` and ``v`` (as many heads as
+    ``q``), from the whole sequence's ``out`` and ``lse``: the log-sum-exp laid out as the
+    forward gives it (rows padded to a multiple of 32, a new contiguous tensor: PyTorch's context
+    parallelism makes it contiguous too, the others may be views), no dropout, so its random
+    state is never read."""
+    rows = q.size(2)
+    padded = F.pad(lse.float(), (0, -(-rows // 32) * 32 - rows))
+    no_state = torch.zeros((), dtype=torch.int64, device=q.device)
+    dq, dk, dv, _ = torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+        dout.to(q.dtype),
+        q,
+        k,
+        v,
+        None,
+        out.to(q.dtype),
+        padded,
+        no_state,
+        no_state,
+        0.0,
+        [True, True, True, False],
+        causal,
+    )
+    return dq, dk, dv
 
 
 def _block_grads(
@@ -373,16 +432,21 @@ def _attend_backward(
     from the whole sequence's ``out`` and ``lse``: the fused kernel's backward where the forward
     ran it, else TiledAttention's, in float32 at least."""
     dtype = _accumulated(q.dtype)
-    if ring_kernel(q, k, v) == FUSED:
+    kernel = ring_kernel(q, k, v)
+    if kernel == FUSED:
         grads = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
             dout.to(q.dtype), q, k, v, out.to(q.dtype), lse, 0.0, causal
         )
         return tuple(g.to(dtype) for g in grads)
     heads, kv_heads = q.size(1), k.size(1)
-    q, dout = q.to(dtype), dout.to(dtype)
-    k, v = _repeat_heads(k.to(dtype), heads), _repeat_heads(v.to(dtype), heads)
-    delta = (dout * out).sum(dim=-1, keepdim=True)  # [batch_size, heads_num, q_len, 1]
-    dq, dk, dv = _block_grads(q, k, v, dout, lse, delta, causal, block_size)
+    if kernel == FUSED_CUDA:
+        k, v = _repeat_heads(k, heads), _repeat_heads(v, heads)
+        dq, dk, dv = (g.to(dtype) for g in _efficient_backward(dout, q, k, v, out, lse, causal))
+    else:
+        q, dout = q.to(dtype), dout.to(dtype)
+        k, v = _repeat_heads(k.to(dtype), heads), _repeat_heads(v.to(dtype), heads)
+        delta = (dout * out).sum(dim=-1, keepdim=True)  # [batch_size, heads_num, q_len, 1]
+        dq, dk, dv = _block_grads(q, k, v, dout, lse, delta, causal, block_size)
     if kv_heads != heads:  # each key/value head's gradient: the sum over the heads that share it
         dk = dk.unflatten(1, (kv_heads, heads // kv_heads)).sum(2)
         dv = dv.unflatten(1, (kv_heads, heads // kv_heads)).sum(2)
@@ -407,8 +471,9 @@ def ring_attention(
     or zigzag's two chunks, one from each end, which balance the work under the causal mask. At
     each of ``world`` steps it attends from its queries over the keys and values it holds, as
     [`ring_schedule`][mha.parallel.ring_schedule] says, with the kernel
-    [`ring_kernel`][mha.parallel.ring_kernel] names (the fused CPU flash kernel, which returns
-    the log-sum-exp), merges the result into what it has with [`merge`][mha.tiled.merge], and
+    [`ring_kernel`][mha.parallel.ring_kernel] names (a fused kernel that returns the
+    log-sum-exp: SDPA's flash kernel on the CPU, its memory-efficient one on CUDA), merges the
+    result into what it has with [`merge`][mha.tiled.merge], and
     passes those keys and values to rank ``r + 1`` while receiving rank ``r - 1``'s: the transfer
     starts before the step computes, so the two overlap (``overlap=False`` waits for it first, to
     measure what the overlap saves). Keys and values travel with their own heads: ``kv_heads``
@@ -459,8 +524,9 @@ def ring_attention(
         [`split_sequence`][mha.parallel.split_sequence] 按 ``layout`` 给出的：连续的一段，或者
         zigzag 的两段（序列两头各一段，在因果掩码下让各进程的工作量相同）。共 ``world`` 步，每一步
         它按 [`ring_schedule`][mha.parallel.ring_schedule] 用自己的查询对手上的键和值做注意力，用的
-        是 [`ring_kernel`][mha.parallel.ring_kernel] 给出的算子（CPU 上融合的 flash 算子，它同时
-        返回 log-sum-exp），用 [`merge`][mha.tiled.merge] 把结果合并进已有的结果，再把这些键和值
+        是 [`ring_kernel`][mha.parallel.ring_kernel] 给出的算子（同时返回 log-sum-exp 的融合算子：
+        CPU 上是 SDPA 的 flash 算子，CUDA 上是它的 memory-efficient 算子），用
+        [`merge`][mha.tiled.merge] 把结果合并进已有的结果，再把这些键和值
         传给进程 ``r + 1``，同时接收进程 ``r - 1`` 的：传输在这一步计算之前就开始，两者同时进行
         （``overlap=False`` 则先等传输完成，用来测量重叠省下了多少）。键和值带着自己的头数传递：
         分组查询注意力下是 ``kv_heads`` 个，而不是 ``heads_num`` 个。没有进程组
@@ -562,6 +628,7 @@ def _pass_on(
 ) -> tuple[list[Tensor], list]:
     """Start sending ``held`` to ``after`` and receiving as many tensors from ``before``; the
     keys and values travel with ``tag`` 0, their gradients with 1."""
+    held = [t.contiguous() for t in held]  # gloo sends only contiguous tensors
     incoming = [torch.empty_like(t) for t in held]
     ops = [dist.P2POp(dist.isend, t, after, group, tag) for t in held]
     ops += [dist.P2POp(dist.irecv, t, before, group, tag) for t in incoming]
@@ -573,15 +640,21 @@ def _wait(requests: list) -> None:
         request.wait()
 
 
-def _seen(action: str, q: Tensor, k: Tensor) -> tuple[slice, slice]:
-    """The queries a step is for and the held keys they see: all of both, but for zigzag's
-    ``"front"`` (every query, the front chunk of the keys) and ``"back"`` (the back chunk of
-    the queries, every key)."""
+def _seen(action: str, q: Tensor, k: Tensor) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The queries a step is for and the held keys they see, each as ``(start, length)`` along
+    the sequence: all of both, but for zigzag's ``"front"`` (every query, the front chunk of the
+    keys) and ``"back"`` (the back chunk of the queries, every key)."""
+    q_len, k_len = q.size(2), k.size(2)
     if action == "front":
-        return slice(None), slice(0, k.size(2) // 2)
+        return (0, q_len), (0, k_len // 2)
     if action == "back":
-        return slice(q.size(2) // 2, None), slice(None)
-    return slice(None), slice(None)
+        return (q_len // 2, q_len - q_len // 2), (0, k_len)
+    return (0, q_len), (0, k_len)
+
+
+def _part(t: Tensor, span: tuple[int, int]) -> Tensor:
+    """The positions ``span`` (``(start, length)``) of ``t``, a view along the sequence."""
+    return t.narrow(2, *span)
 
 
 def _merge_into(out: Tensor, lse: Tensor, part_out: Tensor, part_lse: Tensor) -> None:
@@ -602,7 +675,9 @@ def _step_forward(
     if action == "skip":
         return None
     rows, keys = _seen(action, q, k)
-    out, lse = _attend(q[:, :, rows], k[:, :, keys], v[:, :, keys], action == "causal", block_size)
+    out, lse = _attend(
+        _part(q, rows), _part(k, keys), _part(v, keys), action == "causal", block_size
+    )
     return rows, out, lse
 
 
@@ -636,7 +711,7 @@ def _ring_forward(
             if out is None:  # step 0: the own block, whole or causal, every row
                 out, lse = part_out, part_lse
             else:  # zigzag's "back": the back chunk's rows only
-                _merge_into(out[:, :, rows], lse[:, :, rows], part_out, part_lse)
+                _merge_into(_part(out, rows), _part(lse, rows), part_out, part_lse)
         if step < world - 1:
             _wait(requests)
             held = incoming
@@ -654,25 +729,27 @@ def _step_backward(
     block_size: int,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One step's gradients of ``q`` and of the held block, zeros where the step saw nothing."""
-    dtype = out.dtype
-    dq = torch.zeros(q.shape, dtype=dtype, device=q.device)
-    dk = torch.zeros(k.shape, dtype=dtype, device=k.device)
-    dv = torch.zeros(v.shape, dtype=dtype, device=v.device)
     if action == "skip":
-        return dq, dk, dv
+        return tuple(torch.zeros(t.shape, dtype=out.dtype, device=t.device) for t in (q, k, v))
     rows, keys = _seen(action, q, k)
     part = _attend_backward(
-        dout[:, :, rows],
-        q[:, :, rows],
-        k[:, :, keys],
-        v[:, :, keys],
-        out[:, :, rows],
-        lse[:, :, rows],
+        _part(dout, rows),
+        _part(q, rows),
+        _part(k, keys),
+        _part(v, keys),
+        _part(out, rows),
+        _part(lse, rows),
         action == "causal",
         block_size,
     )
-    dq[:, :, rows], dk[:, :, keys], dv[:, :, keys] = part
-    return dq, dk, dv
+    spans = ((rows, q.size(2)), (keys, k.size(2)), (keys, k.size(2)))
+    return tuple(_widened(g, span, length) for g, (span, length) in zip(part, spans, strict=True))
+
+
+def _widened(t: Tensor, span: tuple[int, int], length: int) -> Tensor:
+    """``t``, the positions ``span`` of a sequence of ``length``, with zeros at the others."""
+    start, size = span
+    return F.pad(t, (0, 0, start, length - start - size))
 
 
 def _ring_backward(
