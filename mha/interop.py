@@ -892,11 +892,11 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             either layout (GPT-NeoX's ``query_key_value``, say); the message names its
             submodules.
         ValueError: the layer does what ``mha`` does not, and the message names it: a
-            parameter, submodule or attribute ``from_hf`` does not map,
-            ``is_causal=False``, a layer type other than full, sliding and chunked attention,
-            a projection of another shape, a q/k norm of another formula, a rope type other
-            than default, ``llama3``, ``yarn`` and ``longrope`` (each named); or the layer,
-            run, computes otherwise than the module built from it.
+            parameter, submodule or attribute ``from_hf`` does not map, a parameter that holds
+            nan or inf, ``is_causal=False``, a layer type other than full, sliding and chunked
+            attention, a projection of another shape, a q/k norm of another formula, a rope
+            type other than default, ``llama3``, ``yarn`` and ``longrope`` (each named); or the
+            layer, run, computes otherwise than the module built from it.
 
     中文:
         构建一个与 transformers 的注意力模块相等的 [`mha.full.MHA`][mha.full.MHA]；DeepSeek 的
@@ -950,10 +950,12 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
             TypeError: ``module`` 没有 ``config`` 和 ``layer_idx``，或者没有这两种结构的投影
                 （比如 GPT-NeoX 的 ``query_key_value``）；错误信息会列出它的子模块。
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
-                参数、子模块或属性，``is_causal=False``，完整、滑动窗口和分块注意力以外的层类型，
-                形状不同的投影，公式不同的 q/k 归一化，默认、``llama3``、``yarn``、``longrope``
-                之外的 rope 类型（逐个写出）；或者运行起来，这个层算出的与由它构建的模块不同。
+                参数、子模块或属性，含有 nan 或 inf 的参数，``is_causal=False``，完整、滑动窗口和
+                分块注意力以外的层类型，形状不同的投影，公式不同的 q/k 归一化，默认、``llama3``、
+                ``yarn``、``longrope`` 之外的 rope 类型（逐个写出）；或者运行起来，这个层算出的与
+                由它构建的模块不同。
     """
+    _check_finite(module)
     kind = _layout(module)
     if kind == "mla":
         weight = module.kv_a_proj_with_mqa.weight
@@ -970,6 +972,20 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     if getattr(m, "softcap", None) is not None:
         _settle_softcap(m, module)
     return m.train(module.training)
+
+
+def _check_finite(module: nn.Module) -> None:
+    """Every parameter of ``module`` is finite: ``from_hf`` runs the layer to settle its rotation,
+    and a nan in it would read as a layer that computes otherwise."""
+    for name, p in module.named_parameters():
+        bad = (~torch.isfinite(p.detach())).sum().item()
+        if bad:
+            raise ValueError(
+                f"{type(module).__name__}.{name} holds nan or inf ({bad} of {p.numel()} "
+                "values): a layer built on its own leaves the parameters it makes with "
+                "torch.empty unwritten (gpt-oss's sinks); initialise them (the model's "
+                "post_init(), or torch.nn.init) before from_hf"
+            )
 
 
 def _filled(module: nn.Module, fills: dict) -> dict[str, object]:
