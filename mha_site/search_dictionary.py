@@ -14,8 +14,11 @@ from the site's own sources, and points the plugin at it. Its lines are:
   多头注意力 could not be found (search matches the start of a word). A candidate of at most 4
   characters (the length of a term; longer runs are phrases) that jieba cuts into a stray
   character (逐 / 行走 / 读, 线性 / 层) is kept whole, unless a piece is a glossary term itself
-  (批 / 维度 stays cut, so 维度 finds 批维度). The headings of the pages are not candidates: their
-  Han runs are phrases (的输入, 手动从), and kept whole they would hide their words (输入).
+  (批 / 维度 stays cut, so 维度 finds 批维度). A glossary term that is also a page's title,
+  which jieba cuts into two single characters side by side, is kept whole, however long
+  (块 / 内 / 注意力): cut, a search for the title finds first the pages that use its characters
+  apart. The headings of the pages are not candidates: their Han runs are phrases (的输入,
+  手动从), and kept whole they would hide their words (输入).
 - **words split** (frequency 0): a word of jieba's, found in the Chinese pages, that glues a
   one-character term (键, 值, and 头, the glossary's short form of 注意力头) to a numeral,
   classifier, preposition or conjunction (个头, 一个头, 把头), or one jieba's HMM made up around it
@@ -36,6 +39,7 @@ the browser, from the index's own words, by ``docs/assets/search.js``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import re
 from pathlib import Path
@@ -156,8 +160,13 @@ def _user_dictionary(config, language_dir: Path, locale: str, root: Path) -> str
         pieces = default.lcut(word, HMM=False)
         stray = [p for p in pieces if len(p) == 1 and p not in short]
         terms = [p for p in pieces if p in glossary or p in short]
+        # a page's title that is a term, cut into single characters side by side: 块 / 内 / 注意力
+        titled_term = word in glossary and word in sources["navigation"]
+        in_characters = any(len(a) == len(b) == 1 for a, b in itertools.pairwise(pieces))
         if len(word) > 1 and (
-            len(pieces) == 1 or (len(word) <= TERM_LENGTH and stray and not terms)
+            len(pieces) == 1
+            or (len(word) <= TERM_LENGTH and stray and not terms)
+            or (titled_term and in_characters)
         ):
             kept.append(word)
     protected = set(glossary) | set(kept) | {p for t in glossary for p in default.lcut(t)}

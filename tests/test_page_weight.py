@@ -65,13 +65,27 @@ def weigh(page, responses: list, url: str, known: dict) -> dict[str, tuple[int, 
         if response.status >= 300:  # redirects and errors carry no resource (errors: test_browser)
             continue
         if response.url not in known:
-            body = response.body()
+            body = body_of(page, response)
             sent = len(gzip.compress(body, 6)) if kind(response.url) in TEXT else len(body)
             known[response.url] = (len(body), sent)
         size, sent = known[response.url]
         old = sizes.get(response.url, (0, 0))
         sizes[response.url] = (old[0] + size, old[1] + sent)
     return sizes
+
+
+def body_of(page, response) -> bytes:
+    """The bytes ``response`` brought. Chromium drops the body of a response whose document has
+    gone (a font or picture the previous page asked for, arriving after this page's navigation
+    began, seen in CI): then the same URL fetched again, which the test server sends the same."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        return response.body()
+    except PlaywrightError as error:
+        if "navigated away" not in str(error):
+            raise
+        return page.context.request.get(response.url).body()
 
 
 def kind(url: str) -> str:
