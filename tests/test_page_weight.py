@@ -51,6 +51,8 @@ def weigh(page, responses: list, url: str, known: dict) -> dict[str, tuple[int, 
     included; ``responses`` is the list the page's ``response`` listener appends to. ``known``
     keeps each URL's sizes once worked out: the test server sends a file the same each time, and
     most of what a page loads (stylesheets, scripts, fonts, the search index) every page loads."""
+    # what the previous page still had in flight is dropped with its document, before this one
+    page.goto("about:blank")
     responses.clear()
     # Everything a first visit loads has arrived once the page has loaded, its fonts are ready and
     # the search worker has fetched the index (the last request; waiting for network idle instead
@@ -76,8 +78,8 @@ def weigh(page, responses: list, url: str, known: dict) -> dict[str, tuple[int, 
 
 def body_of(page, response) -> bytes:
     """The bytes ``response`` brought. Chromium drops the body of a response whose document has
-    gone (a font or picture the previous page asked for, arriving after this page's navigation
-    began, seen in CI): then the same URL fetched again, which the test server sends the same."""
+    gone (seen in CI, on a shared machine's load): then the same URL fetched again, which the
+    test server sends the same."""
     from playwright.sync_api import Error as PlaywrightError
 
     try:
