@@ -29,6 +29,7 @@ returns the log-sum-exp when asked (``compute_log_sumexp=True``), for every floa
 float64 and values of any size (the flash kernel takes 16-bit floats only)."""
 TILED = "mha.tiled.TiledAttention"
 """What a ring step runs where the fused kernel does not apply."""
+_FLOATING = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 
 
 def _check_layout(layout: object) -> None:
@@ -314,9 +315,6 @@ def ring_kernel(q: Tensor, k: Tensor, v: Tensor) -> str:
     return TILED
 
 
-_FLOATING = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
-
-
 def _accumulated(dtype: torch.dtype) -> torch.dtype:
     """The dtype a ring joins its steps in: float32 at least."""
     return torch.promote_types(dtype, torch.float32)
@@ -473,12 +471,12 @@ def ring_attention(
     [`ring_schedule`][mha.parallel.ring_schedule] says, with the kernel
     [`ring_kernel`][mha.parallel.ring_kernel] names (a fused kernel that returns the
     log-sum-exp: SDPA's flash kernel on the CPU, its memory-efficient one on CUDA), merges the
-    result into what it has with [`merge`][mha.tiled.merge], and
-    passes those keys and values to rank ``r + 1`` while receiving rank ``r - 1``'s: the transfer
-    starts before the step computes, so the two overlap (``overlap=False`` waits for it first, to
-    measure what the overlap saves). Keys and values travel with their own heads: ``kv_heads``
-    of them under grouped-query attention, not ``heads_num``. Without a process group
-    (``torch.distributed`` not initialised) it is one rank: ordinary attention.
+    result into what it has with [`merge`][mha.tiled.merge], and passes those keys and values to
+    rank ``r + 1`` while receiving rank ``r - 1``'s: the transfer starts before the step
+    computes, so the two overlap (``overlap=False`` waits for it first, to measure what the
+    overlap saves). Keys and values travel with their own heads: ``kv_heads`` of them under
+    grouped-query attention, not ``heads_num``. Without a process group (``torch.distributed``
+    not initialised) it is one rank: ordinary attention.
 
     Gradients flow back through a second ring: in the backward pass the keys and values go round
     again, sent on before each step computes, and each block's gradient follows one step behind,
