@@ -2,10 +2,18 @@
 #   make serve   set up, build and serve the site at http://127.0.0.1:8000
 #   make test    set up and run every test (unit, doc, parity, strict build, browser)
 # and, for contributors (CONTRIBUTING.md says which for which change): make check (the consistency
-# checkers alone, in seconds), make quick [FILES=...], make page PAGE=rope, make matrix.
+# checkers alone, in seconds), make quick [FILES=...], make page PAGE=rope, make matrix, make compat.
 VENV  := .venv
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The second environment: every package at the pin but transformers (and what it needs newer),
+# which is the newest release the registry serves, what `pip install transformers` gives a user
+# today. make test runs the tests that import transformers in both (make compat: this one alone).
+NEWEST       := .venv-newest
+NEWEST_BIN   := $(NEWEST)/bin
+NEWEST_STAMP := $(NEWEST)/.installed
+# transformers and the packages a newer transformers may need newer: left out of the pin there
+UNPINNED     := transformers|tokenizers|huggingface_hub|hf-xet|safetensors
 # The site's math font (SIL Open Font License), installed from the npm registry, never committed.
 # It is the source: the site serves a subset of it, cut at build time by mha_site/math_font.py.
 FONT_PKG := @fontsource/noto-sans-math@5.3.0
@@ -21,9 +29,10 @@ export NO_MKDOCS_2_WARNING := 1
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup serve build test lint check screenshots
-# The three installs side by side: pip's packages, and the two npm fetches that wait on the network.
+# The four installs side by side: pip's packages (the pinned set, and the newest transformers), and
+# the two npm fetches that wait on the network.
 setup:
-	@$(MAKE) --no-print-directory -j3 $(STAMP) $(FONT) $(AXE)
+	@$(MAKE) --no-print-directory -j4 $(STAMP) $(NEWEST_STAMP) $(FONT) $(AXE)
 
 $(FONT):
 	@command -v npm >/dev/null || { echo "npm (Node.js) is needed to fetch the math font $(FONT_PKG)"; exit 1; }
@@ -49,6 +58,15 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/python -m pip install --quiet --no-compile -c requirements/constraints.txt -e '.[test,docs]'
 	touch $(STAMP)
 
+# Rebuilt when the pins change; `make compat` also upgrades its transformers when a newer one is out.
+$(NEWEST_STAMP): pyproject.toml requirements/constraints.txt
+	python3 -m venv $(NEWEST)
+	$(NEWEST_BIN)/python -m pip install --quiet --upgrade pip
+	grep -v -E '^($(UNPINNED))==' requirements/constraints.txt > $(NEWEST)/constraints.txt
+	$(NEWEST_BIN)/python -m pip install --quiet --no-compile -c $(NEWEST)/constraints.txt \
+	  -e '.[test,docs]' --upgrade transformers
+	touch $(NEWEST_STAMP)
+
 serve: setup
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
@@ -67,9 +85,32 @@ check: setup
 # Then the site's snippets and docstrings once more on one thread: the math library's summation
 # order depends on the thread count (and on the machine's load), so a snippet that asserted
 # rounding digits, not a bound, fails here even on the machine it was written on.
+# The second run is also the newest transformers' (compat-run): the snippets and docstrings on one
+# thread, beside the tests that import transformers (marked `transformers` by tests/conftest.py), also
+# on one thread, one run on each core.
 test: lint
 	$(BIN)/python -m pytest
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -p no:cacheprovider docs README.md mha
+	@$(MAKE) --no-print-directory compat-run
+
+# The tests that import transformers, and every snippet and docstring, in the newest transformers.
+.PHONY: compat compat-run compat-docs compat-tests
+compat: setup
+	$(NEWEST_BIN)/python -m pip install --quiet --no-compile -c $(NEWEST)/constraints.txt \
+	  --upgrade transformers
+	@$(MAKE) --no-print-directory compat-run
+
+compat-run:
+	@$(BIN)/python -c "import transformers as t; print('transformers', t.__version__, '(the pin): the run above')"
+	@$(NEWEST_BIN)/python -c "import transformers as t; print('transformers', t.__version__, '(the newest): the runs below')"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target compat-docs compat-tests
+
+compat-docs:
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(NEWEST_BIN)/python -m pytest -q -p no:cacheprovider \
+	  docs README.md mha
+
+compat-tests:
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(NEWEST_BIN)/python -m pytest -q -p no:cacheprovider \
+	  -m "transformers and not site and not browser" tests
 
 # The contributor's loop: every test that needs no built site, no browser and is not slow (the
 # site, the browsers, the quick benchmark and the fresh interpreters are make test's), or only

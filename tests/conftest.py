@@ -30,7 +30,15 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from support import CHROMIUM_ARGS, ROOT, chromium_path, missing_browser, nav_pages, url_prefix
+from support import (
+    CHROMIUM_ARGS,
+    ROOT,
+    chromium_path,
+    imports_transformers,
+    missing_browser,
+    nav_pages,
+    url_prefix,
+)
 
 SITE_FIXTURES = {"site_build", "built_site", "site_url"}
 # What ``mkdocs build`` reads from the checkout: the pages and their assets, the package whose code
@@ -280,6 +288,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if needs_site(item):
             item.add_marker(pytest.mark.site)
+        if imports_transformers(Path(str(item.path))):
+            item.add_marker(pytest.mark.transformers)
         if "quick_bench" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
     chosen = set(selected_pages(config))

@@ -22,7 +22,9 @@ comment.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -620,3 +622,27 @@ class BrowserThreads:
             with self.changed:
                 self.failure = error
                 self.changed.notify_all()
+
+
+# ---- which tests import transformers ----------------------------------------------------------
+
+# A module a test module imports: ``import x``, ``from x import`` (at any indentation), or
+# ``pytest.importorskip("x")``
+IMPORTS = re.compile(
+    r"^[ \t]*(?:from|import)[ \t]+([\w.]+)|importorskip\(\s*[\"']([\w.]+)", re.MULTILINE
+)
+
+
+@functools.cache
+def imports_transformers(path: Path) -> bool:
+    """Whether the test module at ``path`` imports transformers anywhere (at its top, in a test,
+    in a helper), itself or through another test module (``import test_transformers``): its
+    tests are marked ``transformers`` and run in both environments (make test, make compat)."""
+    if path.suffix != ".py" or not path.is_file():
+        return False
+    for statement, skip in IMPORTS.findall(path.read_text(encoding="utf-8")):
+        top = (statement or skip).partition(".")[0]
+        local = path.with_name(f"{top}.py")
+        if top == "transformers" or (local != path and imports_transformers(local)):
+            return True
+    return False
