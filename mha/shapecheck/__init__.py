@@ -5,8 +5,9 @@ chosen all different (so that a comment that swaps two axes cannot pass), calls 
 on random float32 inputs on the CPU, under the tracer of ``mha.trace``, and compares each shape
 comment of the code that ran with the tensor its line made. It prints each wrong comment as
 ``file:line: comment says [..], the tensor is [..]`` with the corrected comment, then the comments
-it could not check and why, and exits with 1 if any comment is wrong. ``--fix`` writes the
-corrected comments into the file (only the comments change). The same check is
+it could not check and those it did not understand, each with why, and exits with 1 if any
+comment is wrong. ``--fix`` writes the corrected comments into the file (only the comments
+change), never this run's numbers where a comment had names. The same check is
 [`check`][mha.shapecheck.check] in Python, and ``pytest --shapecheck path::MHA`` (or the
 ``shapecheck`` fixture) in a test suite.
 
@@ -20,11 +21,15 @@ operand: the name the line rebinds, or the one tensor it reads) and after; ``x @
 from ``--sizes``, then the function's whole-number locals and arguments (``B, T, C = x.size()``),
 then the attributes of ``self``, then the locals of the calling functions of the same file, then
 the sizes the checker chose (the constructor's arguments, and ``batch_size`` and ``seq_len`` for
-the inputs it built). A comment with a name none of them knows is *not checked*, never right.
+the inputs it built). A name none of them knows is taken where first used: from the first line
+that ran whose comment has it as its only unknown dimension, every other one agreeing with the
+tensor (the report says so). A comment with a name still unknown is *not checked*, never right.
+A comment that looks like a shape and is none of these (``# x: (B, T, d)``, ``# b t d_ff``:
+``grammar.not_understood``) is *not understood*: listed with why and counted, never skipped.
 
 Exit status of the command: 0 every comment checked is right; 1 a comment is wrong; 2 the target
 could not be run as asked (a bad argument, an import, a constructor or a call that raised); 3
-nothing was checked (no shape comment, or none that could be).
+nothing was checked (no shape comment, or none that could be checked or understood).
 """
 
 from __future__ import annotations
@@ -48,11 +53,12 @@ from mha.shapecheck.engine import (
     Observer,
     Source,
     code_objects,
+    dimension_names,
 )
 
 __all__ = ["Finding", "Report", "check"]
 
-WRONG, RIGHT, UNCHECKED = "wrong", "right", "not checked"
+WRONG, RIGHT, UNCHECKED, UNREAD = "wrong", "right", "not checked", "not understood"
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,9 @@ class Finding:
     Args:
         file: the file, as the report names it (relative to the current folder when inside it).
         line: the comment's line.
-        status: ``"wrong"``, ``"right"`` or ``"not checked"``.
+        status: ``"wrong"``, ``"right"``, ``"not checked"`` (read, but its line did not run, or
+            a name is unknown ...), or ``"not understood"`` (it looks like a shape and the
+            grammar does not read it: ``grammar.not_understood`` says why).
         said: the shapes as the comment writes them, ``"[batch_size, heads_num, seq_len,
             head_size]"``.
         stated: the sizes the comment's result shape states, ``(2, 4, 3, 5)`` (a leading
@@ -70,9 +78,13 @@ class Finding:
         actual: the shape of the tensor the line made, ``(2, 3, 4, 5)``; ``None`` when not
             checked.
         corrected: the whole comment as it should read (``"# [batch_size, seq_len, heads_num,
-            head_size]"``), for a wrong one; ``None`` otherwise.
+            head_size]"``), for a wrong one; ``None`` otherwise, and for a wrong one that
+            ``not_fixed`` says why it has none.
         message: what the report says after ``file:line:``.
         comment: the comment as it is in the file.
+        not_fixed: why a wrong comment has no correction (no name stands for a size, so this
+            run's numbers would replace the comment's names; or its line made tensors of
+            different shapes); ``None`` otherwise.
 
     中文:
         一条形状注释说的形状，和这一行实际算出来的张量的对比。
@@ -80,15 +92,20 @@ class Finding:
         参数：
             file: 文件名，按报告的写法（在当前目录之内时，写相对路径）。
             line: 注释所在的行号。
-            status: ``"wrong"``（错）、``"right"``（对）或 ``"not checked"``（没能检查）。
+            status: ``"wrong"``（错）、``"right"``（对）、``"not checked"``（读懂了，但这一行
+                没有运行、或者有不认识的名字等，没能检查）或 ``"not understood"``（看起来像形状，
+                语法却读不懂：原因见 ``grammar.not_understood``）。
             said: 注释原样写出的形状，例如 ``"[batch_size, heads_num, seq_len, head_size]"``。
             stated: 注释的结果形状代入尺寸后的数值，例如 ``(2, 4, 3, 5)``（开头的 ``...``
                 不计）；没能检查时为 ``None``。
             actual: 这一行算出的张量的形状，例如 ``(2, 3, 4, 5)``；没能检查时为 ``None``。
             corrected: 错误注释改正后的整条注释（``"# [batch_size, seq_len, heads_num,
-                head_size]"``）；其余为 ``None``。
+                head_size]"``）；其余为 ``None``；错误注释没有改法时也是 ``None``，原因见
+                ``not_fixed``。
             message: 报告在 ``file:line:`` 之后写的内容。
             comment: 文件里这条注释的原文。
+            not_fixed: 错误注释为什么没有改法（没有名字代表某个尺寸，改正就得用这次运行的数字
+                换掉注释里的名字；或者这一行几次运行得到的张量形状不同）；其余为 ``None``。
     """
 
     file: str
@@ -100,9 +117,12 @@ class Finding:
     corrected: str | None
     message: str
     comment: str
+    not_fixed: str | None = None
 
     def __str__(self) -> str:
         shown = f"{self.file}:{self.line}: {self.message}"
+        if self.not_fixed:
+            return shown + f"\n  not fixed: {self.not_fixed}"
         return shown + (f"\n  corrected: {self.corrected}" if self.corrected else "")
 
 
@@ -119,12 +139,18 @@ class Report:
             ``seq_len``), empty when the inputs were given.
         error: what the constructor or the call raised, ``None`` when both returned.
         lookalikes: names that had the same size where a comment used them (a comment that
-            swaps them passes), each group sorted.
+            swaps them passes), each group sorted; not two names of one dimension of one input
+            the checker made (``B`` of ``B, T, C = x.shape`` and ``batch_size``).
+        taken: the sizes of names nothing else knows, taken where first used, by name: the
+            size and the line of the comment it was taken from.
 
     Attributes:
         wrong: the findings of the wrong comments.
         right: the findings of the comments checked and right.
         unchecked: the findings of the comments that could not be checked, each saying why.
+        not_understood: the findings of the comments that look like a shape and are not read
+            (``# x: (B, T, d)``, ``# b t d_ff``), each saying why: listed and counted, never
+            skipped, never checked.
         exit_code: the command's exit status: 0 every comment checked is right, 1 a comment is
             wrong, 2 the constructor or the call raised, 3 nothing was checked.
         ok: whether ``exit_code`` is 0: no wrong comment, at least one right, and the run
@@ -141,12 +167,18 @@ class Report:
             sizes: 检查器为它构造的输入取的尺寸名（``batch_size``、``seq_len``）；输入由调用者
                 给出时为空。
             error: 构造或调用时抛出的异常；两者都正常返回时为 ``None``。
-            lookalikes: 在用到它们的注释处大小相同的名字（把它们互换的注释也能通过），每组排好序。
+            lookalikes: 在用到它们的注释处大小相同的名字（把它们互换的注释也能通过），每组排好序；
+                检查器构造的同一个输入的同一维的两个名字不算（``B, T, C = x.shape`` 的 ``B`` 和
+                ``batch_size``）。
+            taken: 别处都不认识、在第一次用到的地方取值的名字：按名字给出大小，以及取值的那条注释
+                所在的行。
 
         属性：
             wrong: 错误注释的结果。
             right: 检查过且正确的注释的结果。
             unchecked: 没能检查的注释的结果，每项都说明原因。
+            not_understood: 看起来像形状、却读不懂的注释的结果（``# x: (B, T, d)``、
+                ``# b t d_ff``），每项都说明原因：一律列出并计数，不会跳过，也不算检查过。
             exit_code: 命令行的退出码：0 检查过的注释全部正确，1 有注释写错，2 构造或调用时抛出了
                 异常，3 什么也没检查。
             ok: ``exit_code`` 是否为 0：没有错误注释，至少有一条正确，而且运行正常返回。
@@ -158,6 +190,7 @@ class Report:
     sizes: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     lookalikes: list[tuple[str, ...]] = field(default_factory=list)
+    taken: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def wrong(self) -> list[Finding]:
@@ -170,6 +203,10 @@ class Report:
     @property
     def unchecked(self) -> list[Finding]:
         return [f for f in self.findings if f.status == UNCHECKED]
+
+    @property
+    def not_understood(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == UNREAD]
 
     @property
     def exit_code(self) -> int:
@@ -205,18 +242,22 @@ class Report:
         """
         sizes = ", ".join(f"{n}={v}" for n, v in self.sizes.items())
         lines = [f"{self.target}: {self.ran}" + (f"; {sizes}" if sizes else "")]
+        if self.taken:
+            taken = ", ".join(f"{n}={v} (line {line})" for n, (v, line) in self.taken.items())
+            lines.append(f"taken where first used: {taken}")
         shown = (WRONG, RIGHT) if verbose else (WRONG,)
         lines += [str(f) for f in self.findings if f.status in shown]
-        lines += [str(f) for f in self.unchecked]
+        lines += [str(f) for f in self.findings if f.status in (UNCHECKED, UNREAD)]
         for group in self.lookalikes:
             lines.append(
                 f"note: {_listed(group)} had the same size where the comments use them, so a "
-                "comment that swaps them passes: give them different sizes"
+                "comment that swaps them passes: give them different sizes (--init, --input "
+                "or --sizes)"
             )
         if self.error is not None:
             lines.append(self.error)
         counts = f"{len(self.wrong)} wrong, {len(self.right)} right, "
-        counts += f"{len(self.unchecked)} not checked"
+        counts += f"{len(self.unchecked)} not checked, {len(self.not_understood)} not understood"
         if not self.findings:
             counts = "nothing checked: no shape comment in the code that ran"
         elif not self.wrong and not self.right:
@@ -227,20 +268,23 @@ class Report:
         return self.text()
 
     def fix(self) -> int:
-        """Write each wrong comment's correction into its file; only the comments change.
+        """Write each wrong comment's correction into its file; only the comments change. A
+        wrong comment without a correction (``not_fixed`` says why) is left as it is.
 
         Returns:
             How many comments were corrected.
 
         中文:
-            把每条错误注释改正后写回它所在的文件；只改注释。
+            把每条错误注释改正后写回它所在的文件；只改注释。没有改法的错误注释（原因见
+            ``not_fixed``）保持原样。
 
             返回：
                 改正的注释条数。
         """
         by_file: dict[str, list[Finding]] = {}
         for finding in self.wrong:
-            by_file.setdefault(finding.file, []).append(finding)
+            if finding.corrected is not None:
+                by_file.setdefault(finding.file, []).append(finding)
         for file, findings in by_file.items():
             path = Path(file)
             lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -251,7 +295,7 @@ class Report:
                     line[:at] + finding.corrected + line[at + len(finding.comment) :]
                 )
             path.write_text("".join(lines), encoding="utf-8")
-        return len(self.wrong)
+        return sum(map(len, by_file.values()))
 
 
 def _kind(kind: str) -> str:
@@ -320,10 +364,12 @@ def _renamed(
     pool: dict[str, Any],
     own: list[str],
     vocabulary: list[str],
-) -> str:
+) -> str | int:
     """``real`` written as the comment would: in the names of its own comment, else of the
-    file's comments, when each size has exactly one; else in numbers. A leading ``...`` is kept
-    when the tensor has the dimensions it leaves out."""
+    file's comments, when each size has exactly one (or is a number the comment writes); a
+    comment in numbers in numbers. Else the first size no name stands for: this run's numbers
+    would replace the comment's names (``--fix`` leaves it). A leading ``...`` is kept when the
+    tensor has the dimensions it leaves out."""
     count = len(shape.dims) - shape.trailing
     keep = shape.trailing and len(real) >= count
     dims = real[len(real) - count :] if keep else real
@@ -340,7 +386,9 @@ def _renamed(
                 names.append(matching.pop())
                 break
         else:
-            return numbers
+            if str(size) not in own:
+                return size
+            names.append(str(size))
     return shape.written(prefix + tuple(names))
 
 
@@ -353,6 +401,7 @@ class _Verdict:
     actual: tuple[int, ...] | None = None
     corrected: str | None = None
     names: dict[str, set[str]] = field(default_factory=dict)  # a name -> those of its size here
+    not_fixed: str | None = None  # why a wrong comment has no correction
 
 
 def _unknown(names: list[str], unresolved: list[str]) -> str:
@@ -418,7 +467,7 @@ def _judge_once(
         spec.result: _numbers(spec.result, stated[0][0])
     }
     shown_real = {s: "?" for s in spec.shapes()} | {spec.result: _real(spec.result, real)}
-    corrections: dict[grammar.Shape, str] = {}
+    corrections: dict[grammar.Shape, str | int] = {}
     if wrong_target is not None:
         corrections[spec.result] = _renamed(real, spec.result, pool, own, vocabulary)
     for shape in spec.operands:  # what the comment says they are, checked or not
@@ -447,6 +496,8 @@ def _judge_once(
         return _Verdict(RIGHT, message, said, stated[0][0], real, names=names)
     corrected = text
     for shape in sorted(corrections, key=lambda s: -s.start):
+        if isinstance(corrections[shape], int):
+            break
         corrected = corrected[: shape.start] + corrections[shape] + corrected[shape.end :]
     if len(spec.groups) > 1:
         actual = f"the tensors are {_layout(spec, shown_real, text)}"
@@ -454,6 +505,11 @@ def _judge_once(
         which = "the tensor" if len(tensors) == 1 else f"the tensor {wrong_target}"
         actual = f"{which} is {shown_real[spec.result]}"
     message = f"comment says {said}{said_is}, {actual}{note}"
+    nameless = next((c for c in corrections.values() if isinstance(c, int)), None)
+    if nameless is not None:
+        why = f"no name of the comments stands for {nameless} here, and this run's numbers would "
+        why += "replace the comment's names"
+        return _Verdict(WRONG, message, said, stated[0][0], real, None, names, why)
     return _Verdict(WRONG, message, said, stated[0][0], real, corrected, names)
 
 
@@ -469,7 +525,7 @@ def _judge(
     right if any, else why not checked), and the sizes of its names where it was checked."""
     text = a.comment.text
     if not isinstance(a.spec, grammar.Spec):
-        return _Verdict(UNCHECKED, f"not checked: cannot read a shape in {text!r}", text), []
+        return _Verdict(UNREAD, f"not understood: {text!r}: {a.why}", text), []
     said = text[a.spec.start : a.spec.end]
     if a.statement is None:
         return _Verdict(UNCHECKED, f"not checked: {said}: {a.why}", said), []
@@ -481,8 +537,13 @@ def _judge(
         pool, unresolved = _pool(tool, execution, given)
         verdicts.append(_judge_once(a, execution, pool, unresolved, vocabulary))
     checked = [v.names for v in verdicts if v.status != UNCHECKED]
+    shapes = list(dict.fromkeys(v.actual for v in verdicts if v.status != UNCHECKED))
     for status in (WRONG, RIGHT, UNCHECKED):
         chosen = next((v for v in verdicts if v.status == status), None)
+        if chosen is not None and chosen.status == WRONG and len(shapes) > 1:
+            chosen.corrected = None  # a correction for one pass would be wrong on another
+            listed = ", ".join(_real(a.spec.result, shape) for shape in shapes)
+            chosen.not_fixed = f"the line ran {len(verdicts)} times, its tensors {listed}"
         if chosen is not None:
             return chosen, checked
     raise AssertionError("no verdict")  # pragma: no cover
@@ -617,6 +678,39 @@ class Run:
     ran: str
     sizes: dict[str, int]
     error: str | None
+    same: list[set[str]] = field(default_factory=list)  # names of one dimension of one input
+
+    def taken(self, source: Source) -> dict[str, tuple[int, int]]:
+        """The sizes of names nothing else knows, taken where first used: from the first line
+        that ran (in the order they ran) whose comment's result has the name as its only
+        unknown, a whole dimension of its own, every other dimension known and agreeing with
+        the tensor: the name's size and that comment's line."""
+        executions = sorted(
+            (e.order, a, e)
+            for a in source.attached
+            if isinstance(a.spec, grammar.Spec) and a.statement is not None
+            for e in self.observed.executions.get(a.statement.first_line, [])
+        )  # fmt: skip
+        taken: dict[str, tuple[int, int]] = {}
+        for _, a, execution in executions:
+            sizes = {n: size for n, (size, _) in taken.items()} | self.tool
+            pool, _ = _pool(sizes, execution, self.given)
+            dims = a.spec.result.dims[a.spec.result.trailing :]
+            _, unknown = grammar.stated(dims, pool)
+            tensors = {v for v in execution.values.values() if isinstance(v, tuple)}
+            if a.spec.alternatives or len(unknown) != 1 or unknown[0] in self.given:
+                continue
+            if dims.count(unknown[0]) != 1 or len(tensors) != 1:
+                continue
+            (real,) = tensors
+            offset = len(real) - len(dims)
+            if offset < 0 or (offset and not a.spec.result.trailing):
+                continue
+            at = dims.index(unknown[0])
+            others = [grammar.evaluate(d, pool)[0] for i, d in enumerate(dims) if i != at]
+            if others == [n for i, n in enumerate(real[offset:]) if i != at]:
+                taken[unknown[0]] = (real[offset + at], a.comment.line)
+        return taken
 
     def report(self, text: str | None = None) -> Report:
         if text is None:
@@ -624,6 +718,9 @@ class Run:
         source = Source.read(text)
         scope = _scope(source, self.loaded.name)
         vocabulary = source.vocabulary()
+        taken = self.taken(source)
+        tool = {n: size for n, (size, _) in taken.items()} | self.tool
+        where = {line: n for n, (_, line) in taken.items()}
         findings = []
         checked: list[dict[str, set[str]]] = []
         for a in source.attached:
@@ -636,9 +733,12 @@ class Run:
             line = a.statement.first_line if a.statement is not None else -1
             executions = self.observed.executions.get(line, [])
             verdict, names = _judge(
-                a, executions, self.tool, self.given, vocabulary, self.observed.error
+                a, executions, tool, self.given, vocabulary, self.observed.error
             )
             checked += names
+            if a.comment.line in where and verdict.status == RIGHT:
+                name = where[a.comment.line]
+                verdict.message += f" ({name} = {taken[name][0]} taken from this line)"
             findings.append(
                 Finding(
                     self.loaded.shown,
@@ -650,10 +750,13 @@ class Run:
                     verdict.corrected,
                     verdict.message,
                     a.comment.text,
+                    verdict.not_fixed,
                 )
             )
-        lookalikes = _lookalikes(checked)
-        return Report(self.loaded.label, findings, self.ran, self.sizes, self.error, lookalikes)
+        lookalikes = [g for g in _lookalikes(checked) if not any(set(g) <= c for c in self.same)]
+        return Report(
+            self.loaded.label, findings, self.ran, self.sizes, self.error, lookalikes, taken
+        )
 
 
 def _check(target: Any, init: Any, inputs: Any, sizes: Any, arguments: tuple) -> Report:
@@ -731,7 +834,39 @@ def run(
     error = None
     if observer.observed.error is not None:
         error = f"the call raised {_raised(observer.observed.error)}"
-    return Run(loaded, observer.observed, tool, given_sizes, ran, shown_sizes, error)
+    made = {n: v.shape for n, v in call_arguments.items() if isinstance(v, targets.TensorShape)}
+    made = {n: shape for n, shape in made.items() if n not in given_inputs}
+    width = next((n for n, v in init_arguments.items() if n in targets.WIDTH), None) if (
+        isinstance(obj, type)
+    ) else None  # fmt: skip
+    same = _same_dimension(source, function, made, width)
+    return Run(loaded, observer.observed, tool, given_sizes, ran, shown_sizes, error, same)
+
+
+def _same_dimension(
+    source: Source, function: Any, made: dict[str, tuple[int, ...]], width: str | None
+) -> list[set[str]]:
+    """The names that stand for one dimension of the inputs the checker made (``made``, by
+    parameter): ``batch_size`` and ``seq_len`` for the first two, the constructor's ``width``
+    argument for the last of three, and the locals the called ``function`` unpacks from them
+    (``B, T, C = x.shape``). Two such names have one size by construction: no note about them
+    can be acted on."""
+    code = getattr(function, "__code__", None)
+    node = source.functions.get((code.co_name, code.co_firstlineno)) if code else None
+    locals_ = dimension_names(node) if node is not None else {}
+    groups: dict[tuple[str, int], set[str]] = {}
+    for parameter, shape in made.items():
+        named = {0: "batch_size", 1: "seq_len"} | ({2: width} if width and len(shape) == 3 else {})
+        for index, name in named.items():
+            groups.setdefault((parameter, index), set()).add(name)
+        for name, (of, index) in locals_.items():
+            if of == parameter and -len(shape) <= index < len(shape):
+                groups.setdefault((parameter, index % len(shape)), set()).add(name)
+    classes: list[set[str]] = []
+    for names in groups.values():
+        joined = [c for c in classes if c & names]
+        classes = [c for c in classes if not c & names] + [set().union(names, *joined)]
+    return [c for c in classes if len(c) > 1]
 
 
 def _raised(error: BaseException) -> str:

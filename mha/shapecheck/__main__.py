@@ -67,11 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     if not arguments.fix or not report.wrong:
         return report.exit_code
     fixed = report.fix()
-    files = sorted({f.file for f in report.wrong})
+    left = len(report.wrong) - fixed
+    kept = f" ({left} wrong left as {'it is' if left == 1 else 'they are'}: not fixed above)"
+    if not fixed:
+        print("fixed nothing" + kept)
+        return report.exit_code
+    files = sorted({f.file for f in report.wrong if f.corrected is not None})
     again = checked.report()  # the same run, the file's comments as they are now
     plural = "" if fixed == 1 else "s"
-    print(f"fixed {fixed} comment{plural} in {', '.join(files)}; checked again: ", end="")
-    print(again.text().splitlines()[-1])
+    print(f"fixed {fixed} comment{plural} in {', '.join(files)}{kept if left else ''}; ", end="")
+    print("checked again: " + again.text().splitlines()[-1])
     return again.exit_code
 
 

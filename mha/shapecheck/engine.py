@@ -96,7 +96,8 @@ def _first_line(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 @dataclass(frozen=True)
 class Attached:
     """A shape comment and the statement it is about (``None``, and ``why``, when it is on
-    none); ``spec`` is ``grammar.UNREADABLE`` for a comment that starts like a shape but is none."""
+    none); ``spec`` is ``grammar.UNREADABLE`` for a comment that looks like a shape but is not
+    read (``grammar.not_understood``), and ``why`` then says why."""
 
     comment: Comment
     spec: grammar.Spec | str
@@ -128,10 +129,15 @@ class Source:
                 statements[node.lineno] = _statement(node)
         ends = {s.last_line: s for s in sorted(statements.values(), key=lambda s: s.first_line)}
         specs = [(c, grammar.read(c.text)) for c in comments(text)]
-        specs = [(c, spec) for c, spec in specs if spec is not None]
+        unread = {c.line: grammar.not_understood(c.text) for c, spec in specs if spec is None}
+        specs = [(c, s or grammar.UNREADABLE) for c, s in specs if s or unread.get(c.line)]
         trailing = {c.line for c, _ in specs if not c.alone}
         attached = []
         for comment, spec in specs:
+            if spec == grammar.UNREADABLE:
+                why = grammar.not_understood(comment.text)
+                attached.append(Attached(comment, spec, None, why))
+                continue
             if not comment.alone:
                 statement = ends.get(comment.line)
                 why = "" if statement else "not at the end of an assignment or a return"
@@ -163,6 +169,61 @@ class Source:
             if d != grammar.ELLIPSIS
         ]
         return list(dict.fromkeys(dims))
+
+
+def _index(node: ast.expr) -> int | None:
+    """The whole number ``node`` writes (``2``, ``-1``), or ``None``."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _index(node.operand)
+        return None if inner is None else -inner
+    is_int = isinstance(node, ast.Constant) and type(node.value) is int
+    return node.value if is_int else None
+
+
+def _shape_of(node: ast.expr) -> str | None:
+    """The parameter whose whole shape ``node`` takes (``x.shape``, ``x.size()``), or ``None``."""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node = node.func
+        if not (isinstance(node, ast.Attribute) and node.attr == "size"):
+            return None
+    elif not (isinstance(node, ast.Attribute) and node.attr == "shape"):
+        return None
+    return node.value.id if isinstance(node.value, ast.Name) else None
+
+
+def dimension_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, tuple]:
+    """The locals of ``function`` that hold one dimension of one of its parameters, as
+    ``(parameter, index)``: ``B, T, C = x.shape`` (or ``x.size()``), ``T = x.size(1)``, ``C =
+    x.shape[-1]``."""
+    parameters = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+    found: dict[str, tuple] = {}
+    for node in _simple(function.body):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        whole = _shape_of(value)
+        if isinstance(target, ast.Tuple | ast.List) and whole in parameters:
+            for i, element in enumerate(target.elts):
+                if isinstance(element, ast.Name):
+                    found[element.id] = (whole, i)
+            continue
+        if not isinstance(target, ast.Name):
+            continue
+        if isinstance(value, ast.Subscript) and _shape_of(value.value) in parameters:
+            index = _index(value.slice)
+            if index is not None:
+                found[target.id] = (_shape_of(value.value), index)
+        elif (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "size"
+            and isinstance(value.func.value, ast.Name)
+            and value.func.value.id in parameters
+            and len(value.args) == 1
+            and _index(value.args[0]) is not None
+        ):
+            found[target.id] = (value.func.value.id, _index(value.args[0]))
+    return found
 
 
 def code_objects(module: ModuleType, path: str) -> set[CodeType]:
@@ -212,6 +273,7 @@ class Execution:
     sizes: dict[str, int]
     reads: dict[str, tuple[int, ...]] = field(default_factory=dict)
     operands: tuple[tuple[int, ...] | str, ...] = ()
+    order: int = 0  # when it ran, among the executions of the run
 
 
 @dataclass
@@ -298,6 +360,7 @@ class Observer:
         self.by_line = {line: s for s in self.watched.values() for line in s.lines}
         self.begun: dict[Any, tuple[Statement, dict, tuple]] = {}
         self.pending: dict[Any, tuple[Statement, Execution]] = {}
+        self.count = 0
 
     def run(self, call: Callable[[], Any]) -> Any:
         """``call()`` under the tracer: what it returns, or ``None`` if it raised (the exception
@@ -334,6 +397,7 @@ class Observer:
 
     def _finish(self, frame) -> None:
         statement, execution = self.pending.pop(frame)
+        execution.order, self.count = self.count, self.count + 1
         self.observed.executions.setdefault(statement.first_line, []).append(execution)
 
     def _start(self, frame, statement: Statement) -> None:

@@ -12,7 +12,9 @@ Installed with ``mha`` (the ``pytest11`` entry point ``shapecheck``), or named i
 
 A test fails when a comment is wrong, when the target could not be run, and when nothing was
 checked (a check of no comment proves nothing); comments not checked are listed in the report of
-a failure, and do not fail on their own.
+a failure, and do not fail on their own. Comments that look like a shape but are not understood
+(``# b t d_ff``) are listed in a failure's report too, and a test that passes warns with them
+(``ShapecheckWarning``): none is silent.
 """
 
 from __future__ import annotations
@@ -28,6 +30,22 @@ OPTION = "--shapecheck"
 
 class ShapecheckFailure(Exception):
     """A check that is not ok; its message is the report."""
+
+
+class ShapecheckWarning(UserWarning):
+    """A check that passed with comments it did not understand; its message lists them."""
+
+
+def _warn_unread(report: Any) -> None:
+    """Warn with the comments ``report`` did not understand, if any (a check that passed)."""
+    if report.not_understood:
+        import warnings
+
+        listed = "\n".join(str(f) for f in report.not_understood)
+        count = len(report.not_understood)
+        warnings.warn(
+            ShapecheckWarning(f"{report.target}: {count} not understood:\n{listed}"), stacklevel=3
+        )
 
 
 def _arguments(value: str) -> argparse.Namespace:
@@ -85,6 +103,7 @@ class ShapecheckItem(pytest.Item):
             raise ShapecheckFailure(str(error)) from None
         if not report.ok:
             raise ShapecheckFailure(report.text())
+        _warn_unread(report)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
         if isinstance(excinfo.value, ShapecheckFailure):
@@ -105,6 +124,7 @@ def shapecheck():
         report = check(target, init=init, inputs=inputs, sizes=sizes)
         if not report.ok:
             pytest.fail(report.text(), pytrace=False)
+        _warn_unread(report)
         return report
 
     return run
