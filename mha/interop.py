@@ -78,7 +78,9 @@ Examples:
 
 from __future__ import annotations
 
+import copy
 import inspect
+import math
 import sys
 
 import torch
@@ -440,8 +442,8 @@ _HF_MLA_NAMES = {
     "o_proj": "W_o",
 }
 # The attributes a layer of each layout may carry: each is read below, or a copy of the config's
-# sizes that the weights' shapes confirm. Any other (a soft-cap, a temperature, a switch that
-# turns the rotation off) is a feature from_hf does not know: the layer is refused, naming it.
+# sizes that the weights' shapes confirm. Any other is refused, naming it, unless _HF_ACCEPTED
+# takes it at the value it has.
 _HF_ATTRIBUTES = frozenset(
     {
         "config",
@@ -453,7 +455,7 @@ _HF_ATTRIBUTES = frozenset(
         "attention_dropout",
         "is_causal",
         "sliding_window",
-        "is_sliding",  # Gemma 3's: whether sliding_window is set, read through it
+        "is_sliding",  # Gemma 3's and EXAONE 4's: whether the layer slides, read by _hf_window
         "attn_logit_softcapping",  # Gemma 2's soft-cap of the scores: softcap
         "use_rope",  # SmolLM3's and Llama 4's: whether this layer rotates (no_rope_layers): rope
         # Llama 4's (and Phi-3's num_key_value_heads): copies of the config's head counts (the
@@ -466,6 +468,73 @@ _HF_ATTRIBUTES = frozenset(
         "floor_scale",
     }
 )
+
+
+def _has_qk_norm(module: nn.Module) -> bool:
+    """Whether the layer has q/k norms (``q_norm`` and ``k_norm``, or Llama 4's one ``qk_norm``)."""
+    return any(getattr(module, n, None) is not None for n in ("q_norm", "k_norm", _HF_WEIGHTLESS))
+
+
+def _config_layer_type(module: nn.Module) -> str | None:
+    """The type the config's ``layer_types`` gives ``module``'s layer (``None`` without)."""
+    types, i = getattr(module.config, "layer_types", None), module.layer_idx
+    return types[i] if types is not None and i is not None and i < len(types) else None
+
+
+# Attributes from_hf does not read, each accepted at the values where it changes nothing that
+# from_hf does not take from elsewhere: a no-op (a dropout of 0.0, a switch that agrees with the
+# submodules the layer has) or a copy of what the config says (sizes, rope_parameters, the layer's
+# type). name -> (accepts(module, value), what the attribute is, the value accepted); another value
+# is refused, naming the attribute, what it does and the value from_hf converts.
+_HF_ACCEPTED = {
+    # StarCoder2's and Seed-OSS's: a dropout of the attention's output, in training only
+    "residual_dropout": (
+        lambda module, v: v == 0,
+        "a dropout of the layer's output in training, which mha.full.MHA has no option for",
+        "0.0",
+    ),
+    # GLM-4.5's and Cohere's: whether the layer has q/k norms (read as the submodules they are)
+    "use_qk_norm": (
+        lambda module, v: isinstance(v, bool) and v == _has_qk_norm(module),
+        "whether the layer normalises q and k",
+        "a bool that agrees with its q_norm and k_norm submodules",
+    ),
+    # OLMo 3's: the layer's type, as the config's layer_types gives it
+    "attention_type": (
+        lambda module, v: v == _config_layer_type(module) and v in _LAYER_TYPES,
+        "the layer's type",
+        "the config's layer_types[layer_idx], of a type from_hf converts",
+    ),
+    # GLM-4.5's: the config's rope_parameters, which from_hf reads from the config
+    "rope_parameters": (
+        lambda module, v: v == getattr(module.config, "rope_parameters", None),
+        "the layer's rotation",
+        "a copy of the config's rope_parameters",
+    ),
+    # Nemotron's and EXAONE 4's: copies of the config's sizes, which the weights' shapes confirm
+    "hidden_size": (
+        lambda module, v: v == module.config.hidden_size,
+        "the width of the layer's input",
+        "the config's hidden_size",
+    ),
+    "num_heads": (
+        lambda module, v: v == module.config.num_attention_heads,
+        "the number of query heads",
+        "the config's num_attention_heads",
+    ),
+    # Nemotron's: the share of each head that rotates, as the config's rope_parameters say it
+    "partial_rotary_factor": (
+        lambda module, v: v == dict(_rope_parameters(module) or {}).get("partial_rotary_factor"),
+        "the share of each head that rotates",
+        "the config's rope_parameters['partial_rotary_factor']",
+    ),
+    # EXAONE 4's: the config's pattern of sliding layers, which its layer_types spell out
+    "sliding_window_pattern": (
+        lambda module, v: v == getattr(module.config, "sliding_window_pattern", None),
+        "which layers slide",
+        "the config's sliding_window_pattern (its layer_types say which layers slide)",
+    ),
+}
 _HF_MLA_ATTRIBUTES = frozenset(
     {
         "config",
@@ -498,11 +567,8 @@ _HF_WEIGHTLESS = "qk_norm"
 def _layout(module: nn.Module) -> str:
     """``"mha"`` or ``"mla"``: which layout ``module`` has, every part of it one ``from_hf`` maps;
     otherwise an error naming the part."""
+    _check_module(module)
     name = type(module).__name__
-    if not all(hasattr(module, n) for n in ("config", "layer_idx")):
-        raise TypeError(
-            f"module must be a transformers attention layer (with config and layer_idx), got {name}"
-        )
     children = dict(module.named_children())
     if "kv_a_proj_with_mqa" in children:
         kind, names, known = "mla", _HF_MLA_NAMES, _HF_MLA_ATTRIBUTES
@@ -512,12 +578,13 @@ def _layout(module: nn.Module) -> str:
         if _HF_FUSED in children:  # Phi-3's: q, k and v in one projection
             names = {**names, _HF_FUSED: None}
             projections = (_HF_FUSED, "o_proj")
-        if not all(isinstance(children.get(n), nn.Linear) for n in projections):
+        if not all(n in children for n in projections):
             raise TypeError(
                 "from_hf converts attention layers with q_proj, k_proj, v_proj and o_proj linear "
                 "layers (or Phi-3's fused qkv_proj and o_proj, or DeepSeek's latent "
                 f"kv_a_proj_with_mqa); {name}'s submodules are {', '.join(children) or 'none'}"
             )
+    _check_linear(name, {n: c for n, c in children.items() if n in names and n.endswith("proj")})
     extra = [
         f"submodule {n} ({type(c).__name__})"
         for n, c in children.items()
@@ -546,9 +613,20 @@ def _layout(module: nn.Module) -> str:
         and n not in known
         and not (n in names and v is None)
     }
+    refused = [
+        f"{n}={v!r} ({_HF_ACCEPTED[n][1]}; from_hf converts {_HF_ACCEPTED[n][2]})"
+        for n, v in unknown.items()
+        if n in _HF_ACCEPTED and not _HF_ACCEPTED[n][0](module, v)
+    ]
+    if refused:
+        raise ValueError(f"{name} sets {', '.join(refused)}")
+    unknown = {n: v for n, v in unknown.items() if n not in _HF_ACCEPTED}
     if unknown:
         said = ", ".join(f"{n}={v!r}" for n, v in unknown.items())
-        raise ValueError(f"{name} sets {said}, which from_hf does not know: mha has no such option")
+        raise ValueError(
+            f"{name} sets {said}, which from_hf does not read: an attribute it does not know may "
+            "change what the layer computes, and mha.full.MHA has no option by that name"
+        )
     features = [
         f"{n}={getattr(module.config, n)!r} (it {said})"
         for n, said in _HF_CONFIG_FEATURES.items()
@@ -572,12 +650,53 @@ def _layout(module: nn.Module) -> str:
     return kind
 
 
+def _check_module(module: object) -> None:
+    """``module`` is a ``torch.nn.Module`` with ``config`` and ``layer_idx``; a ``TypeError``
+    naming what it is otherwise."""
+    if not isinstance(module, nn.Module) or not all(
+        hasattr(module, n) for n in ("config", "layer_idx")
+    ):
+        raise TypeError(
+            "module must be a transformers attention layer (with config and layer_idx), got "
+            f"{type(module).__name__}"
+        )
+
+
+# What to do with an adapter around a projection (peft's LoRA), converting one way or the other
+_ADAPTER_BEFORE = (
+    "merge the adapter into the weights first (peft's merge_and_unload()), or apply it after "
+    "swap_attention (the layers are then W_q, W_k, W_v and W_o)"
+)
+_ADAPTER_AFTER = (
+    "merge the adapter into the weights first (peft's merge_and_unload()), then "
+    "restore_attention: transformers' layers take plain weights"
+)
+
+
+def _check_linear(
+    owner: str, projections: dict[str, nn.Module], advice: str = _ADAPTER_BEFORE
+) -> None:
+    """Each of ``projections`` (name -> submodule of ``owner``) is an ``nn.Linear``; otherwise a
+    ``TypeError`` naming each and what it is: an adapter around a linear layer (peft's LoRA
+    ``lora.Linear``, its ``base_layer`` the ``nn.Linear``) is named as such, with ``advice``."""
+    wrong = {n: c for n, c in projections.items() if not isinstance(c, nn.Linear)}
+    if not wrong:
+        return
+    wrapped = [n for n, c in wrong.items() if isinstance(getattr(c, "base_layer", None), nn.Linear)]
+    said = "; ".join(
+        f"{n} is {type(c).__module__}.{type(c).__name__}"
+        + (", an adapter wrapping an nn.Linear (its base_layer)" if n in wrapped else "")
+        for n, c in wrong.items()
+    )
+    advice = f": {advice}" if wrapped else ""
+    raise TypeError(f"{owner}'s projections must be nn.Linear layers: {said}{advice}")
+
+
 def _layer_type(module: nn.Module) -> str | None:
     """The kind of layer the config's ``layer_types`` says ``module`` is (``None`` without)."""
-    types, i = getattr(module.config, "layer_types", None), module.layer_idx
     if getattr(module, "layer_type", None) is not None:
         return module.layer_type
-    return types[i] if types is not None and i is not None and i < len(types) else None
+    return _config_layer_type(module)
 
 
 def _hf_window(module: nn.Module) -> int | None:
@@ -585,7 +704,8 @@ def _hf_window(module: nn.Module) -> int | None:
     (Qwen's; ``None`` on a full layer), else the config's on the layers its ``layer_types`` marks
     sliding, else the config's ``sliding_window`` on every layer (Mistral's, Mixtral's)."""
     if hasattr(module, "sliding_window"):
-        return module.sliding_window
+        # EXAONE 4's full layers keep the config's window and mask without it (is_sliding False)
+        return module.sliding_window if getattr(module, "is_sliding", True) else None
     if getattr(module.config, "layer_types", None) is not None:
         sliding = _layer_type(module) == "sliding_attention"
         return module.config.sliding_window if sliding else None
@@ -690,15 +810,15 @@ def _check_weightless(module: nn.Module) -> str:
     """Llama 4's ``qk_norm``, one norm for the queries' and the keys' heads without a weight,
     computes ``x / sqrt(mean(x²) + eps)`` as ``mha.norm.RMSNorm(elementwise_affine=False)``
     does: ``"weightless"``; otherwise a ``ValueError`` saying how far off it is."""
-    norm, weight = getattr(module, _HF_WEIGHTLESS), module.o_proj.weight
+    norm = _drawn(getattr(module, _HF_WEIGHTLESS))
     ours = mha.norm.RMSNorm(module.head_dim, eps=_norm_eps(norm), elementwise_affine=False)
-    x = _probe_tensor((3, module.head_dim), weight)
-    off = _relative(ours(x), norm(x))
-    if off > _PROBE_TOLERANCE.get(weight.dtype, 5e-2):
+    x = _probe_tensor((3, module.head_dim))
+    off, tolerance = _relative(ours.double()(x), norm(x)), _tolerance(norm, x)
+    if off > tolerance:
         raise ValueError(
             f"{type(module).__name__}.{_HF_WEIGHTLESS} ({type(norm).__name__}) computes otherwise "
             f"than x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm without a weight): relative "
-            f"difference {off:.2g}"
+            f"difference {off:.2g} (at most {tolerance:.2g}, its rounding, passes)"
         )
     return "weightless"
 
@@ -709,7 +829,9 @@ def _check_qk_norm(module: nn.Module) -> bool | str:
     Gemma's ``(1 + weight) * ...`` (its ``plus_one``), or an RMSNorm of the whole projection
     (``[heads * head_dim]`` weights, OLMo 2's, multiplying by the weight before the cast back);
     the value of ``MHA``'s ``qk_norm`` that computes it: ``False`` (none), ``True``, ``"gemma"``
-    or ``"projection"``."""
+    or ``"projection"``. Each norm is run on a float64 copy of it, its weight drawn anew (as
+    ``_drawn`` draws), beside each flavour given that weight: the flavours within the norm's
+    rounding (``_tolerance``) compute it, the nearest is kept."""
     name, d = type(module).__name__, module.head_dim
     config = module.config
     if _weightless(getattr(module, _HF_WEIGHTLESS, None)):
@@ -722,23 +844,25 @@ def _check_qk_norm(module: nn.Module) -> bool | str:
         "q_norm": config.num_attention_heads * d,
         "k_norm": config.num_key_value_heads * d,
     }
-    flavours = {}  # each norm's flavours within the tolerance, and how far off each is
+    flavours = {}  # each norm's flavours within its rounding, and how far off each is
     for n in present:
-        norm = norms[n]
-        weights = dict(norm.named_parameters())
+        weights = dict(norms[n].named_parameters())
         if list(weights) != ["weight"] or weights["weight"].dim() != 1:
             raise ValueError(
-                f"{name}.{n} ({type(norm).__name__}) has parameters {list(weights) or 'none'}, "
-                f"expected one weight [head_dim] = [{d}] (mha.norm.RMSNorm)"
+                f"{name}.{n} ({type(norms[n]).__name__}) has parameters "
+                f"{list(weights) or 'none'}, expected one weight [head_dim] = [{d}] "
+                "(mha.norm.RMSNorm)"
             )
-        weight = weights["weight"]
-        if weight.numel() not in (d, whole[n]):
+        size = weights["weight"].numel()
+        if size not in (d, whole[n]):
             raise ValueError(
-                f"{name}.{n}.weight is {list(weight.shape)}, expected [head_dim] = [{d}] (a norm "
-                f"of each head) or [{whole[n]}] (of the whole projection, all heads at once)"
+                f"{name}.{n}.weight is {list(weights['weight'].shape)}, expected [head_dim] = "
+                f"[{d}] (a norm of each head) or [{whole[n]}] (of the whole projection, all heads "
+                "at once)"
             )
-        size = weight.numel()
-        x, offs = _probe_tensor((3, size), weight), {}
+        norm = _drawn(norms[n])
+        weight = norm.weight
+        x, offs = _probe_tensor((3, size)), {}
         # a norm of head_dim weights is of each head, or of the whole projection of one head
         # (OLMo 2's k_norm with one key/value head): q_norm's flavour decides which
         candidates = (True, "gemma") * (size == d) + ("projection",) * (size == whole[n])
@@ -748,18 +872,17 @@ def _check_qk_norm(module: nn.Module) -> bool | str:
                 eps=_norm_eps(norm),
                 plus_one=flavour == "gemma",
                 weight_in_float32=flavour == "projection",
-            )
-            ours = ours.to(device=weight.device, dtype=weight.dtype)
+            ).double()
             with torch.no_grad():
                 ours.weight.copy_(weight)
                 offs[flavour] = _relative(ours(x), norm(x))
-        tolerance = _PROBE_TOLERANCE.get(weight.dtype, 5e-2)
+        tolerance = _tolerance(norm, x)
         if min(offs.values()) > tolerance:
             said = ", ".join(f"{k!r}: {v:.2g}" for k, v in offs.items())
             raise ValueError(
                 f"{name}.{n} ({type(norm).__name__}) computes otherwise than "
                 f"weight * x / sqrt(mean(x²) + eps) (mha.norm.RMSNorm) and its flavours: "
-                f"relative differences {{{said}}}"
+                f"relative differences {{{said}}} (at most {tolerance:.2g}, its rounding, passes)"
             )
         flavours[n] = {f: off for f, off in offs.items() if off <= tolerance}
     if not flavours:
@@ -793,7 +916,7 @@ FROM_HF_FILLS = {
         else 1e-6
     ),
     # the config's rope_parameters; which dimensions rotate, paired how, is the layer's code:
-    # _settle_rotation keeps the first of _rotations under which it computes what the layer does
+    # _settle_rotation keeps the nearest of _rotations, run beside the layer
     "rope": lambda module: (
         _rope_from_hf(module, *_rotations(module)[0]) if _hf_rotates(module) else None
     ),
@@ -955,28 +1078,55 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
                 ``yarn``、``longrope`` 之外的 rope 类型（逐个写出）；或者运行起来，这个层算出的与
                 由它构建的模块不同。
     """
-    _check_finite(module)
+    return _converted(module, {})
+
+
+def _converted(module: nn.Module, settled: dict) -> mha.full.MHA | mha.mla.MLA:
+    """``from_hf(module)``; ``settled`` holds what running a layer settled (its rotation, whether
+    it caps its scores), by what decides it (``_settle_key``): ``swap_attention`` runs one layer of
+    each kind, not every layer."""
+    _check_module(module)
+    meta = any(p.is_meta for p in module.parameters())
+    if not meta:  # a layer on the meta device has no values yet: nothing to check
+        _check_finite(module)
     kind = _layout(module)
+    weight = module.o_proj.weight
     if kind == "mla":
-        weight = module.kv_a_proj_with_mqa.weight
-        arguments = _filled(module, FROM_HF_MLA_FILLS)
-        m = mha.mla.MLA(**arguments).to(device=weight.device, dtype=weight.dtype)
-        m = _load_renamed(m, module, _HF_MLA_NAMES)
+        arguments, names = _filled(module, FROM_HF_MLA_FILLS), _HF_MLA_NAMES
+        build = lambda arguments: mha.mla.MLA(**arguments)  # noqa: E731
     else:
         _check_projections(module)
-        options = mha.full.Options(**_filled(module, FROM_HF_FILLS))
-        weight = module.o_proj.weight
-        m = mha.full.MHA.from_options(options).to(device=weight.device, dtype=weight.dtype)
-        m = _load_renamed(m, module, _HF_NAMES)
-    _settle_rotation(m, module)
-    if getattr(m, "softcap", None) is not None:
-        _settle_softcap(m, module)
-    return m.train(module.training)
+        arguments, names = vars(mha.full.Options(**_filled(module, FROM_HF_FILLS))), _HF_NAMES
+        build = lambda arguments: mha.full.MHA(**arguments)  # noqa: E731
+    key = _settle_key(module, arguments)
+    if key not in settled:
+        layer = _drawn(module)
+        ours = _load_renamed(build(arguments).double(), layer, names)
+        settled[key] = _settle(ours, layer)
+    rotation, capped = settled[key]
+    arguments["rope"] = None if rotation is None else _rope_from_hf(module, *rotation)
+    if kind == "mha" and not capped:
+        arguments["softcap"] = None
+    m = build(arguments).to(device=weight.device, dtype=weight.dtype)
+    return _load_renamed(m, module, names).train(module.training)
+
+
+def _settle_key(module: nn.Module, arguments: dict[str, object]) -> tuple:
+    """What decides what running ``module`` settles: its class, the arguments read from it and
+    its attributes of plain values but its index (two layers of one model alike in these run
+    the same code on the same sizes)."""
+    plain = (bool, int, float, str, type(None))
+    attributes = sorted(
+        (n, repr(v))
+        for n, v in vars(module).items()
+        if isinstance(v, plain) and n not in ("layer_idx", "training")
+    )
+    return type(module), repr(arguments), tuple(attributes), repr(module.config)
 
 
 def _check_finite(module: nn.Module) -> None:
-    """Every parameter of ``module`` is finite: ``from_hf`` runs the layer to settle its rotation,
-    and a nan in it would read as a layer that computes otherwise."""
+    """Every parameter of ``module`` is finite: a nan in a checkpoint's weights would be carried
+    over, unseen until the outputs are nan."""
     for name, p in module.named_parameters():
         bad = (~torch.isfinite(p.detach())).sum().item()
         if bad:
@@ -1027,6 +1177,14 @@ def _rope_from_hf(
             f"the config's rope_type is {kind!r}; mha.rope implements {sorted(SCALINGS)}"
         )
     scaling.pop("partial_rotary_factor", None)  # rotary_dims says it
+    # Qwen3.5's sections of the pairs that turn by a text position, an image's height or width:
+    # for text the three positions are one, and every pair turns by it
+    scaling.pop("mrope_section", None)
+    scaling.pop("mrope_interleaved", None)
+    if kind == "dynamic":
+        # transformers grows the base past the config's max_position_embeddings, whatever an
+        # original_max_position_embeddings in the rope_parameters says
+        scaling["original_max_position_embeddings"] = module.config.max_position_embeddings
     if kind == "longrope" and scaling.get("factor") is None:
         # transformers' default: the stretch from the trained context to the model's (Phi-3's)
         trained = scaling.get("original_max_position_embeddings")
@@ -1052,63 +1210,128 @@ def _rotations(module: nn.Module) -> list[tuple[int, bool]]:
     interleaved pairs (DeepSeek's latent layout: as ``rope_interleave`` says first)."""
     config = module.config
     if "kv_a_proj_with_mqa" in dict(module.named_children()):
-        said = bool(getattr(config, "rope_interleave", False))
-        return [(config.qk_rope_head_dim, said), (config.qk_rope_head_dim, not said)]
+        said, size = bool(getattr(config, "rope_interleave", False)), config.qk_rope_head_dim
+        return [(size, said), (size, not said)][: size // 2]
     d = module.head_dim
     partial = dict(_rope_parameters(module) or {}).get("partial_rotary_factor", 1.0)
     sizes = dict.fromkeys([int(d * partial), d])  # in order, once each
-    return [(size, interleaved) for size in sizes for interleaved in (False, True)]
+    # two dims are one pair, whichever way they are paired: one candidate, not two alike
+    return [(size, interleaved) for size in sizes for interleaved in (False, True)[: size // 2]]
 
 
-# How far from_hf's module may be from the layer on the probe, relative to the layer's largest
-# output: far above rounding (transformers rotates DeepSeek-V2's keys in float32, computes eager
-# softmax in float32), far below what another rotation or a missing feature gives (0.1 and more).
-_PROBE_TOLERANCE = {torch.float64: 1e-3, torch.float32: 1e-3}
+# ---- What no attribute says, settled by running the layer ---------------------------------------
+# from_hf runs the layer beside the module it builds, to settle the rotation's layout (and whether
+# Gemma 2's soft-cap is read). It runs a float64 copy of it whose parameters are drawn anew
+# (_drawn): the layout is the code's, not the weights', and with scores of size 1 another layout is
+# far off (0.1 and more) whatever the scale of the layer's own weights (small at transformers'
+# initialisation, none at all on the meta device), while the right one is off by rounding only.
+# That rounding is measured on the layer: the same copy run in float32 (transformers computes some
+# steps in float32 whatever the input's dtype: Llama 4's rotation, DeepSeek-V2's, Gemma 2's eager
+# softmax, the RMSNorms' statistics). A candidate passes within _ROUNDING_MARGIN times it.
 _PROBE_LENGTH = 6
+_ROUNDING_MARGIN = 16.0
 
 
-def _probe_tensor(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-    """A fixed random tensor on ``like``'s device and in its dtype (the global generator is left
-    as it was)."""
-    drawn = torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    return drawn.to(device=like.device, dtype=like.dtype)
+def _drawn(module: nn.Module) -> nn.Module:
+    """A copy of ``module`` on the CPU in float64, without the hooks put on it, its parameters
+    drawn anew from a fixed generator: matrices ``N(0, 1 / fan_in)`` (scores of size 1), vectors
+    (norms' weights, biases, sinks) ``1 + N(0, 0.3)``. ``module``'s own values are not read (it may
+    be on the meta device, or anywhere)."""
+    memo = {
+        id(t): nn.Parameter(t.new_empty(t.shape, device="meta"), requires_grad=False)
+        for t in module.parameters()
+    }
+    memo.update({id(t): t.new_empty(t.shape, device="meta") for t in module.buffers()})
+    copied = copy.deepcopy(module, memo).to_empty(device="cpu").double()
+    for sub in copied.modules():  # the layer's own code: no hook (accelerate's) around it
+        sub._forward_hooks.clear()
+        sub._forward_pre_hooks.clear()
+        vars(sub).pop("forward", None)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for t in copied.parameters():
+            drawn = torch.randn(t.shape, generator=generator, dtype=torch.float64)
+            t.copy_(drawn / math.sqrt(t.shape[-1]) if t.dim() > 1 else 1.0 + 0.3 * drawn)
+        for t in copied.buffers():
+            t.zero_()
+    return copied
+
+
+def _probe_tensor(shape: tuple[int, ...]) -> torch.Tensor:
+    """A fixed random float64 tensor on the CPU (the global generator is left as it was)."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
 
 
 def _relative(ours: torch.Tensor, theirs: torch.Tensor) -> float:
     """The largest difference, relative to ``theirs``' largest magnitude."""
     scale = theirs.abs().max().clamp_min(torch.finfo(theirs.dtype).tiny)
-    return ((ours - theirs).abs().max() / scale).item()
+    return ((ours.double() - theirs.double()).abs().max() / scale).item()
 
 
-def _probe(m: nn.Module, module: nn.Module) -> float:
-    """How far ``m``'s output is from ``module``'s, run as its model runs it: the tables of the
-    model's rotary embedding (``<Name>RotaryEmbedding`` beside the layer's class), an additive
-    causal mask (with ``m``'s window), 6 positions of a fixed input; relative to its largest. An
-    attention implementation other than eager and sdpa is set to sdpa for the call."""
+def _tolerance(module: nn.Module, x: torch.Tensor, run=None) -> float:
+    """How far from the float64 ``module`` (run on ``x`` by ``run(module, x)``, by default
+    ``module(x)``) a float64 computation of the same thing may be: ``_ROUNDING_MARGIN`` times the
+    rounding measured on it, ``module`` run in float32 against itself in float64 (at least the
+    margin times float64's own rounding)."""
+    run = run or (lambda module, x: module(x))
+    with torch.no_grad():
+        exact = run(module, x)
+        rounded = run(copy.deepcopy(module).float(), x.float())
+    rounding = max(_relative(rounded, exact), torch.finfo(torch.float64).eps)
+    return _ROUNDING_MARGIN * rounding
+
+
+def _rotary_class(module: nn.Module) -> type:
+    """The class of the rotary embedding ``module``'s model makes its tables with: of the classes
+    named ``...RotaryEmbedding`` in its module that take a ``config``, ``<Name>RotaryEmbedding``
+    (``<Name>Attention``'s), else the one whose name starts with ``<Name>`` (of several, the one
+    of ``<Name>Text...``: Qwen3.5's ``Qwen3_5TextRotaryEmbedding``, not its vision tower's),
+    else the only one."""
     name, code = type(module).__name__, sys.modules[type(module).__module__]
-    rotary_name = name.removesuffix("Attention") + "RotaryEmbedding"
-    rotary_class = getattr(code, rotary_name, None)
-    if rotary_class is None:
+    prefix = name.removesuffix("Attention")
+    found = {
+        n: c
+        for n, c in vars(code).items()
+        if n.endswith("RotaryEmbedding")
+        and isinstance(c, type)
+        and issubclass(c, nn.Module)
+        and list(inspect.signature(c.__init__).parameters)[1:2] == ["config"]
+    }
+    if prefix + "RotaryEmbedding" in found:
+        return found[prefix + "RotaryEmbedding"]
+    named = [n for n in found if n.startswith(prefix)] or list(found)
+    text = [n for n in named if n.startswith(prefix + "Text")]
+    if len(named) > 1 and len(text) == 1:  # a multimodal model's: its language model's tables
+        named = text
+    if len(named) != 1:
         raise ValueError(
             f"from_hf runs {name} with its model's rotary embedding, and "
-            f"{type(module).__module__} has no {rotary_name}"
+            f"{type(module).__module__} has {len(named)} classes that could be it (a class "
+            f"named ...RotaryEmbedding taking a config): {sorted(named) or 'none'}"
         )
-    weight = m.W_o.weight
-    x = _probe_tensor((1, _PROBE_LENGTH, m.hidden_size), weight)
-    positions = torch.arange(_PROBE_LENGTH, device=weight.device)
+    return found[named[0]]
+
+
+def _run_layer(module: nn.Module, x: torch.Tensor, window, chunk) -> torch.Tensor:
+    """``module``'s output for ``x`` ``[1, q_len, hidden_size]`` at positions ``0 .. q_len - 1``,
+    run as its model runs it: the tables of its model's rotary embedding, an additive causal mask
+    (with ``window`` and ``chunk``), in evaluation mode, under its eager or sdpa path (sdpa where
+    its model's is another: flash attention's kernels take no additive mask; eager for a soft-cap
+    or sinks, which transformers' sdpa path lacks)."""
+    rotary_class = _rotary_class(module)
+    positions = torch.arange(x.size(1))
     i, j = positions[:, None], positions[None, :]
     visible = j <= i
-    if getattr(m, "window", None) is not None:
-        visible &= i - j < m.window
-    if getattr(m, "chunk", None) is not None:
-        visible &= i // m.chunk == j // m.chunk
-    mask = torch.zeros(visible.shape, dtype=weight.dtype, device=weight.device)
-    mask = mask.masked_fill(~visible, torch.finfo(weight.dtype).min)[None, None]
-    config, training = module.config, (module.training, m.training)
+    if window is not None:
+        visible &= i - j < window
+    if chunk is not None:
+        visible &= i // chunk == j // chunk
+    mask = torch.zeros(visible.shape, dtype=x.dtype)
+    mask = mask.masked_fill(~visible, torch.finfo(x.dtype).min)[None, None]
+    config, training = module.config, module.training
     implementation = getattr(config, "_attn_implementation", None)
-    # transformers' sdpa path refuses a soft-cap and has no sinks: such a layer runs its eager path
     capped = getattr(module, "attn_logit_softcapping", None) is not None
-    runs = "eager" if capped or getattr(m, "sinks", False) else "sdpa"
+    runs = "eager" if capped or isinstance(getattr(module, "sinks", None), nn.Parameter) else "sdpa"
     # Gemma 3's rotary embedding makes the tables of one layer type at a time
     per_type = "layer_type" in inspect.signature(rotary_class.forward).parameters
     where = (_layer_type(module),) if per_type else ()
@@ -1116,69 +1339,139 @@ def _probe(m: nn.Module, module: nn.Module) -> float:
         if implementation not in (None, "eager", runs):
             config._attn_implementation = runs
         module.training = False  # what the attention reads for its dropout
-        m.eval()
-        with torch.no_grad(), torch.autocast(weight.device.type, enabled=False):
-            rotary = rotary_class(config).to(weight.device)
-            tables = rotary(x, positions[None], *where)
-            theirs = module(x, position_embeddings=tables, attention_mask=mask)
-            ours = m(x, is_causal=True)
-    except Exception as error:  # the layer does not run as the Llama family's runs
-        raise ValueError(
-            f"from_hf runs {name} as its model does (hidden states, its rotary embedding's "
-            f"tables, a mask), and it raised {type(error).__name__}: {error}"
-        ) from error
+        with torch.no_grad(), torch.autocast("cpu", enabled=False):
+            tables = rotary_class(config)(x, positions[None], *where)
+            out = module(x, position_embeddings=tables, attention_mask=mask)
     finally:
         if implementation not in (None, "eager", runs):
             config._attn_implementation = implementation
-        module.training = training[0]
-        m.train(training[1])
-    return _relative(ours, theirs[0] if isinstance(theirs, tuple) else theirs)
+        module.training = training
+    return out[0] if isinstance(out, tuple) else out
 
 
-def _settle_rotation(m: nn.Module, module: nn.Module) -> None:
-    """Give ``m`` the first rotation of ``_rotations`` under which it computes what ``module``
-    does; without one, a ``ValueError`` saying how far each is."""
-    tolerance = _PROBE_TOLERANCE.get(m.W_o.weight.dtype, 5e-2)
-    tried = []
-    if not _hf_rotates(module):  # SmolLM3's NoPE layer: no rotation, which the run confirms
-        m.rope = None
-        off = _probe(m, module)
-        if off <= tolerance:
-            return
-        tried.append(f"{off:.2g} without rotation (use_rope={module.use_rope!r})")
-    for rotary_dims, interleaved in _rotations(module) if _hf_rotates(module) else []:
-        rope = _rope_from_hf(module, rotary_dims, interleaved)
-        m.rope = rope.to(m.W_o.weight.device)
-        off = _probe(m, module)
-        if off <= tolerance:
-            return
-        pairs = "interleaved pairs" if interleaved else "pairs of halves"
-        tried.append(f"{off:.2g} rotating {rotary_dims} dims in {pairs}")
-    name = type(module).__name__
-    raise ValueError(
-        f"{name} computes otherwise than the {type(m).__name__} from_hf reads from its config "
-        f"and attributes: run on {_PROBE_LENGTH} positions, the two outputs differ by "
-        f"{'; '.join(tried)} (relative to the largest output; at most {tolerance:g} passes)"
-    )
-
-
-def _settle_softcap(m: nn.Module, module: nn.Module) -> None:
-    """Keep ``m``'s soft-cap (the layer's ``attn_logit_softcapping``) if the layer caps its scores
-    by it: both run with a cap so tight that it flattens every score, and with ``m`` uncapped. A
-    layer that reads its attribute (Gemma 2's) agrees with the first; one that carries the
-    config's value and never reads it (Gemma 3's) with the second, and ``m`` takes no cap."""
-    cap = m.softcap
-    m.softcap = module.attn_logit_softcapping = _TIGHT_CAP
+def _probe(m: nn.Module, layer: nn.Module) -> float:
+    """How far ``m``'s output is from ``layer``'s (both float64, on the CPU) on a fixed input of
+    ``_PROBE_LENGTH`` positions, relative to the largest; the layer run by ``_run_layer`` with
+    ``m``'s window and chunk."""
+    x = _probe_tensor((1, _PROBE_LENGTH, m.hidden_size))
+    training = m.training
     try:
-        capped = _probe(m, module)
-        m.softcap = None
-        plain = _probe(m, module)
+        theirs = _run_layer(layer, x, getattr(m, "window", None), getattr(m, "chunk", None))
+        with torch.no_grad():
+            ours = m.eval()(x, is_causal=True)
+    except Exception as error:  # the layer does not run as the Llama family's runs
+        raise ValueError(
+            f"from_hf runs {type(layer).__name__} as its model does (hidden states, its rotary "
+            f"embedding's tables, a mask), and it raised {type(error).__name__}: {error}"
+        ) from error
     finally:
-        module.attn_logit_softcapping = cap
-    m.softcap = None if plain < capped else cap
+        m.train(training)
+    return _relative(ours, theirs)
 
 
-# A cap that flattens the probe's scores (of size 0.1 and more) to nearly uniform weights
+def _settle(ours: nn.Module, layer: nn.Module) -> tuple[tuple[int, bool] | None, bool]:
+    """What running ``layer`` (``_drawn``'s copy) beside ``ours`` (the module built from it, in
+    float64) settles: its rotation ``(rotary_dims, interleaved)`` or ``None``, and whether it caps
+    its scores by its soft-cap (``ours``'s ``softcap`` kept)."""
+    x = _probe_tensor((1, _PROBE_LENGTH, ours.hidden_size))
+    window, chunk = getattr(ours, "window", None), getattr(ours, "chunk", None)
+    try:
+        tolerance = _tolerance(layer, x, lambda module, x: _run_layer(module, x, window, chunk))
+    except Exception as error:  # as in _probe
+        raise ValueError(
+            f"from_hf runs {type(layer).__name__} as its model does (hidden states, its rotary "
+            f"embedding's tables, a mask), and it raised {type(error).__name__}: {error}"
+        ) from error
+    rotation = _settle_rotation(ours, layer, tolerance)
+    capped = getattr(ours, "softcap", None) is not None and _settle_softcap(ours, layer)
+    return rotation, capped
+
+
+def _settle_rotation(m: nn.Module, layer: nn.Module, tolerance: float) -> tuple[int, bool] | None:
+    """The rotation of ``_rotations`` under which ``m`` computes what ``layer`` does, the nearest
+    (``None`` for a layer whose ``use_rope`` says it does not rotate); ``m`` is left rotating so.
+    A ``ValueError`` saying how far each is when none is within ``tolerance``, or when two are
+    within it of each other (the run does not tell them apart); naming a layer that computes as
+    one without rotation although nothing it carries says so (Cohere 2's and EXAONE 4's global
+    layers)."""
+    name = type(layer).__name__
+    if not _hf_rotates(layer):  # SmolLM3's NoPE layer: no rotation, which the run confirms
+        m.rope = None
+        off = _probe(m, layer)
+        if off <= tolerance:
+            return None
+        raise ValueError(
+            f"{name} computes otherwise than the {type(m).__name__} from_hf reads from its config "
+            f"and attributes: run on {_PROBE_LENGTH} positions, the two outputs differ by "
+            f"{off:.2g} without rotation (use_rope={layer.use_rope!r}) (relative to the largest "
+            f"output; at most {tolerance:.2g}, the layer's rounding, passes)"
+        )
+    offs, unbuilt = {}, []
+    for rotation in _rotations(layer):
+        try:  # LongRoPE's factors fit one width only: a candidate of another cannot be built
+            m.rope = _rope_from_hf(layer, *rotation)
+        except ValueError as error:
+            unbuilt.append(error)
+            continue
+        offs[rotation] = _probe(m, layer)
+    if not offs:
+        raise unbuilt[0]
+    ranked = sorted(offs, key=offs.get)
+    best = ranked[0]
+    said = "; ".join(f"{offs[r]:.2g} rotating {_rotation_said(r)}" for r in ranked)
+    if offs[best] > tolerance:
+        m.rope = None
+        unrotated = _probe(m, layer)
+        if unrotated <= tolerance:
+            raise ValueError(
+                f"{name} does not rotate on this layer (a NoPE layer, as Cohere 2's and EXAONE "
+                f"4's global layers): run on {_PROBE_LENGTH} positions, it computes as the "
+                f"{type(m).__name__} without rotation ({unrotated:.2g} off), though its config "
+                "gives it rope_parameters and no attribute (a use_rope of 0) says it does not "
+                f"rotate; the rotations differ by {said}. from_hf converts a layer whose "
+                "rotation it reads, not one that decides by itself"
+            )
+        raise ValueError(
+            f"{name} computes otherwise than the {type(m).__name__} from_hf reads from its config "
+            f"and attributes: run on {_PROBE_LENGTH} positions, the two outputs differ by "
+            f"{said} (relative to the largest output; at most {tolerance:.2g}, the layer's "
+            "rounding, passes)"
+        )
+    if len(ranked) > 1 and offs[ranked[1]] - offs[best] <= tolerance:
+        raise ValueError(
+            f"{name}'s rotation is not settled: run on {_PROBE_LENGTH} positions, rotating "
+            f"{_rotation_said(best)} and rotating {_rotation_said(ranked[1])} both compute what "
+            f"it does, within its rounding ({offs[best]:.2g} and {offs[ranked[1]]:.2g}; at most "
+            f"{tolerance:.2g} apart tells nothing)"
+        )
+    m.rope = _rope_from_hf(layer, *best)
+    return best
+
+
+def _rotation_said(rotation: tuple[int, bool]) -> str:
+    """``(8, True)`` as ``"8 dims in interleaved pairs"``."""
+    rotary_dims, interleaved = rotation
+    return f"{rotary_dims} dims in {'interleaved pairs' if interleaved else 'pairs of halves'}"
+
+
+def _settle_softcap(m: nn.Module, layer: nn.Module) -> bool:
+    """Whether the layer caps its scores by its ``attn_logit_softcapping`` (``m``'s soft-cap): both
+    run with a cap so tight that it flattens every score, and with ``m`` uncapped. A layer that
+    reads its attribute (Gemma 2's) agrees with the first; one that carries the config's value and
+    never reads it (Gemma 3's) with the second."""
+    cap = m.softcap
+    m.softcap = layer.attn_logit_softcapping = _TIGHT_CAP
+    try:
+        capped = _probe(m, layer)
+        m.softcap = None
+        plain = _probe(m, layer)
+    finally:
+        layer.attn_logit_softcapping = cap
+        m.softcap = cap
+    return capped <= plain
+
+
+# A cap that flattens the probe's scores (of size 1) to nearly uniform weights
 _TIGHT_CAP = 1e-3
 
 
@@ -1453,18 +1746,19 @@ def swap_attention(model: nn.Module) -> nn.Module:
             f"named ...Attention, with config and layer_idx); its attention classes: "
             f"{attentions or 'none'}"
         )
-    converted, refused = [], []
+    converted, refused, settled = [], [], {}
     for name, layer in found:  # every layer converted before any is swapped
         try:
-            converted.append((name, layer, from_hf(layer)))
-        except (TypeError, ValueError) as error:
-            refused.append(f"{name} ({type(layer).__name__}): {error}")
+            converted.append((name, layer, _converted(layer, settled)))
+        except Exception as error:  # any error of any layer: named with its layer, none swapped
+            kind = "" if isinstance(error, TypeError | ValueError) else f"{type(error).__name__}: "
+            refused.append((f"{name} ({type(layer).__name__}): {kind}{error}", error))
     if refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise ValueError(
             f"{type(model).__name__} has attention layers swap_attention cannot convert, so "
-            f"none is swapped: {refused[0]}{more}"
-        )
+            f"none is swapped: {refused[0][0]}{more}"
+        ) from refused[0][1]
     for name, layer, attention in converted:
         _same_requires_grad(layer, attention, _hf_names(attention))
         parent, _, child = name.rpartition(".")
@@ -1526,6 +1820,10 @@ def restore_attention(model: nn.Module) -> nn.Module:
             f"this {type(model).__name__} has no swapped attention layer (mha.hf.HFAttention): "
             "call swap_attention(model) first"
         )
+    for name, layer in swapped:  # every layer checked before any is restored
+        projections = dict(layer.attention.named_children())
+        projections = {n: c for n, c in projections.items() if n.startswith("W_")}
+        _check_linear(f"{name}.attention", projections, _ADAPTER_AFTER)
     for name, layer in swapped:
         attention = layer.attention
         weight = next(attention.parameters())

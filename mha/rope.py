@@ -72,6 +72,11 @@ SCALINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("short_factor", "long_factor", "original_max_position_embeddings"),
         ("factor", "attention_factor"),
     ),
+    # every frequency divided by factor (positions factor times closer): Gemma 3's global layers
+    "linear": (("factor",), ()),
+    # NTK-aware: the base grows with a call's length past the trained context; transformers takes
+    # the config's max_position_embeddings for original_max_position_embeddings
+    "dynamic": (("factor", "original_max_position_embeddings"), ()),
 }
 
 
@@ -149,6 +154,10 @@ def frequencies(
         return _yarn(per_radian, rotary_dims, base, options)
     if kind == "longrope":
         return _longrope(per_radian, rotary_dims, options, length)
+    if kind == "linear":
+        return inv_freq / options["factor"], 1.0
+    if kind == "dynamic" and length is not None:
+        return _dynamic(inv_freq, rotary_dims, base, options, torch.tensor(length)), 1.0
     return inv_freq, 1.0
 
 
@@ -171,6 +180,20 @@ def _scaling(scaling: dict | None) -> tuple[str, dict]:
     if unknown:
         raise ValueError(
             f"a {kind} scaling takes {list(required + optional)}, got unknown keys {unknown}"
+        )
+    if "factor" in options and options["factor"] is not None:
+        factor = options["factor"]
+        _check_number(f"a {kind} scaling's factor", factor)
+        # YaRN's and the dynamic scaling's formulas stretch the trained context: a factor of 1 or
+        # more; a linear one may also squeeze it
+        least = 0.0 if kind in ("linear", "longrope", "llama3") else 1.0
+        if not (math.isfinite(factor) and (factor > least if least == 0 else factor >= least)):
+            said = "a finite number above 0" if least == 0 else "a finite number of at least 1"
+            raise ValueError(f"a {kind} scaling's factor must be {said}, got {factor!r}")
+    if kind == "dynamic":
+        _check_length(
+            "a dynamic scaling's original_max_position_embeddings",
+            options["original_max_position_embeddings"],
         )
     return kind, options
 
@@ -254,6 +277,21 @@ def _longrope(
     return inv_freq, float(attention_factor)
 
 
+def _dynamic(
+    inv_freq: Tensor, rotary_dims: int, base: float, options: dict, length: Tensor
+) -> Tensor:
+    """The dynamic (NTK-aware) scaling for a call covering ``length`` positions (its last position
+    + 1, a tensor: no sync on a GPU): up to the trained context, ``inv_freq`` as it is; past it,
+    the frequencies of a base grown to ``base * (factor * length / trained - (factor - 1)) **
+    (rotary_dims / (rotary_dims - 2))``, computed in float32 as transformers computes them."""
+    factor, trained = options["factor"], options["original_max_position_embeddings"]
+    longer = torch.maximum(length, torch.tensor(trained, device=length.device))
+    grown = base * ((factor * longer / trained) - (factor - 1)) ** (rotary_dims / (rotary_dims - 2))
+    exponents = torch.arange(0, rotary_dims, 2, dtype=torch.int64, device=length.device)
+    scaled = 1.0 / (grown ** (exponents.float() / rotary_dims))  # [rotary_dims // 2]
+    return torch.where(length > trained, scaled, inv_freq.to(length.device))
+
+
 def _without_autocast(device_type: str) -> contextlib.AbstractContextManager:
     """Autocast turned off where it is on (the angles stay float32); where it is off, nothing to
     enter (the context manager costs more than the angles of one decoding step)."""
@@ -330,9 +368,12 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         # LongRoPE's second set, and the length past which a call takes it
         kind, options = _scaling(scaling)
-        self.trained = options["original_max_position_embeddings"] if kind == "longrope" else None
+        self.trained = (
+            options["original_max_position_embeddings"] if kind in ("longrope", "dynamic") else None
+        )
+        self._dynamic = options if kind == "dynamic" else None
         long = None
-        if self.trained is not None:
+        if kind == "longrope":
             long = frequencies(rotary_dims, base, scaling, length=self.trained + 1)[0]
         self.register_buffer("long_inv_freq", long, persistent=False)
         self.rotary_dims = rotary_dims
@@ -348,9 +389,18 @@ class RotaryEmbedding(nn.Module):
         super()._apply(fn, recurse)
         for n, before in kept.items():
             now = getattr(self, n)
-            if now is not None and now.dtype != torch.float32:
+            if now is not None and before.is_meta and not now.is_meta:
+                # out of the meta device (to_empty): the values are computed, not left unwritten,
+                # as nothing loads them (they are not in the state_dict)
+                setattr(self, n, self._frequencies(n).to(now.device))
+            elif now is not None and now.dtype != torch.float32:
                 setattr(self, n, before.to(now.device))
         return self
+
+    def _frequencies(self, name: str) -> Tensor:
+        """The buffer ``name`` (``inv_freq`` or ``long_inv_freq``) computed anew, on the CPU."""
+        length = self.trained + 1 if name == "long_inv_freq" else None
+        return frequencies(self.rotary_dims, self.base, self.scaling, length=length)[0]
 
     def extra_repr(self) -> str:
         """What ``print`` shows between the parentheses.
@@ -409,6 +459,10 @@ class RotaryEmbedding(nn.Module):
             # trained context (a comparison on the device, no sync), the short ones otherwise
             past = positions.max() + 1 > self.trained
             inv_freq = torch.where(past, self.long_inv_freq.to(positions.device), inv_freq)
+        if self._dynamic is not None and positions.numel():
+            # the dynamic scaling: the base this call's length gives (each call on its own)
+            length = positions.max() + 1
+            inv_freq = _dynamic(inv_freq, self.rotary_dims, self.base, self._dynamic, length)
         # 每个位置乘每对的频率：位置 m 的对 i 转过 m * inv_freq[i] 弧度；
         # 在 float32 里算，自动混合精度不介入
         # Each position times each pair's frequency: pair i at position m turns by m * inv_freq[i]

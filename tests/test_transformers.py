@@ -877,9 +877,9 @@ REFUSED = {
             sliding_window=4,
             layer_types=["sliding_attention", "full_attention"],
         ),
-        r"^Cohere2Attention computes otherwise than the MHA from_hf reads from its config and "
-        r"attributes: run on 6 positions, the two outputs differ by \S+ rotating 8 dims in pairs "
-        r"of halves; \S+ rotating 8 dims in interleaved pairs",
+        r"^Cohere2Attention does not rotate on this layer \(a NoPE layer, as Cohere 2's and "
+        r"EXAONE 4's global layers\): run on 6 positions, it computes as the MHA without "
+        r"rotation \(0 off\)",
     ),
     "unwritten-sinks": (
         lambda: with_nan_sinks(layer("gpt_oss", "GptOss", num_hidden_layers=1)),
@@ -965,15 +965,15 @@ def test_from_hf_gives_the_layer_back_in_its_mode_and_attention_implementation()
     assert m.rope.interleaved  # settled by the run, under sdpa
 
 
-@pytest.mark.parametrize("rope_type", ["linear", "dynamic"])
-def test_a_rope_type_mha_does_not_implement_is_refused_by_name(rope_type):
+def test_a_rope_type_mha_does_not_implement_is_refused_by_name():
+    # Gemma 4's proportional rotation (linear and dynamic are mha.rope's: tests/test_from_hf_choice)
     config = LlamaConfig(
         hidden_size=24,
         num_attention_heads=4,
         num_key_value_heads=2,
-        rope_parameters={"rope_type": rope_type, "rope_theta": 10000.0, "factor": 2.0},
+        rope_parameters={"rope_type": "proportional", "rope_theta": 10000.0},
     )
-    with pytest.raises(ValueError, match=f"rope_type is '{rope_type}'"):
+    with pytest.raises(ValueError, match="rope_type is 'proportional'"):
         from_hf(LlamaAttention(config, layer_idx=0))
 
 
