@@ -416,6 +416,39 @@ def from_torch(t: nn.MultiheadAttention, *, full: bool = False) -> mha.pure.MHA 
 # family's q/k/v/o projections, DeepSeek's latent projections), each attribute is one from_hf
 # reads, and last the layer is run beside the module built from it (_probe).
 
+# The families whose attention from_hf converts into mha.full.MHA (DeepSeek-V2's and V3's latent
+# attention, into mha.mla.MLA, aside), by the names the pages give them. tests/test_transformers.py
+# runs each beside transformers' layer; tests/test_from_hf_choice.py checks that the README, the
+# chapter "Today's layer" (its table, in both languages) and the docstrings of from_hf and
+# swap_attention name these, all of them: a list or a count there cannot go stale.
+FAMILIES = (
+    "Llama",
+    "Mistral",
+    "Mixtral",
+    "Qwen2",
+    "Qwen2-MoE",
+    "Qwen3",
+    "Qwen3-MoE",
+    "Gemma",
+    "Granite",
+    "GLM-4",
+    "Gemma 2",
+    "Gemma 3",
+    "gpt-oss",
+    "Qwen3-Next",
+    "SmolLM3",
+    "OLMo 2",
+    "Phi-3",
+    "Llama 4",
+    "StarCoder2",
+    "OLMo 3",
+    "GLM-4.5",
+    "Cohere",
+    "Nemotron",
+    "Qwen3.5",
+    "Qwen3.5-MoE",
+)
+
 # transformers' submodule names -> ours: the Llama family's layout (q/k/v/o projections, a norm of
 # each query and key head), then DeepSeek's attention (q_proj without a query bottleneck).
 _HF_NAMES = {
@@ -985,7 +1018,8 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     ``sinks`` (gpt-oss's ``sinks`` parameter, copied into ``sink_logits``) and ``gate``
     (Qwen3-Next's ``q_proj`` twice as wide: each head's query then its gate, copied into ``W_q`` as
     it is). This covers Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2,
-    Gemma 3, Granite, GLM-4, gpt-oss, Qwen3-Next, SmolLM3, OLMo 2, Phi-3 and Llama 4 attention (the
+    Gemma 3, Granite, GLM-4, gpt-oss, Qwen3-Next, SmolLM3, OLMo 2, Phi-3, Llama 4, StarCoder2,
+    OLMo 3, GLM-4.5, Cohere, Nemotron, Qwen3.5 and Qwen3.5-MoE attention (``FAMILIES``; the
     experts of the MoE models are in their MLPs, not here); Phi-3's one ``qkv_proj`` is split by
     rows into ``W_q``, ``W_k`` and ``W_v`` (the query's heads first, then the key's, then the
     value's). The weights are copied exactly, on the module's device and in its
@@ -998,9 +1032,15 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
     mscale squared where the config's ``rope_parameters`` set ``mscale_all_dim``); it is called the
     same way, with a [`LatentCache`][mha.mla.LatentCache] for decoding.
 
-    Last, the layer is run as its model runs it (its rotary embedding's tables, a causal mask)
-    on 6 positions of a fixed input, beside the module built: the two must agree (the rotation's
-    layout is taken from the first candidate that does). This catches what no attribute says.
+    Last, a float64 copy of the layer, its weights drawn anew (the layout is its code's, and
+    drawn weights of size 1 show it whatever the scale of its own, or on the meta device), is run
+    as its model runs it (its rotary embedding's tables, a causal mask) on 6 positions of a fixed
+    input, beside the module built from it: the two must agree within the layer's rounding,
+    measured on it (the copy run in float32 against float64). Of the rotation's layouts, the
+    nearest is kept; two that both agree within that rounding are refused, naming both. This
+    catches what no attribute says; a layer that does not rotate though its config says it does
+    (Cohere 2's and EXAONE 4's global layers) is refused, naming that. A layer on the meta device
+    gives a module on the meta device (its rotation's tables are computed when it leaves it).
 
     Args:
         module: a transformers attention layer of either layout (built from a config; nothing
@@ -1046,8 +1086,9 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         的 ``sinks`` 参数，复制进 ``sink_logits``）和 ``gate``（Qwen3-Next 宽一倍的
         ``q_proj``：每个头先是查询、再是门控，原样复制进 ``W_q``）。Llama、Mistral、Mixtral、
         Qwen2、Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、gpt-oss、
-        Qwen3-Next、SmolLM3、OLMo 2、Phi-3 和 Llama 4 的注意力都在其中（MoE 模型的专家在 MLP 里，
-        不在这里）；
+        Qwen3-Next、SmolLM3、OLMo 2、Phi-3、Llama 4、StarCoder2、OLMo 3、GLM-4.5、Cohere、
+        Nemotron、Qwen3.5 和 Qwen3.5-MoE 的注意力都在其中（即 ``FAMILIES``；MoE 模型的专家在 MLP
+        里，不在这里）；
         Phi-3 只有一个 ``qkv_proj``，按行切成 ``W_q``、``W_k`` 和 ``W_v``（先是查询的各个头，再是
         键的，最后是值的）。权重原样复制，设备和 dtype 与模块相同。以
         ``m(x, is_causal=True)`` 调用时，结果就是模块对位置 0–``q_len - 1`` 在因果（以及滑动窗口）
@@ -1058,9 +1099,14 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         时，它已乘上 YaRN 的 mscale 的平方）；调用方式相同，解码时用
         [`LatentCache`][mha.mla.LatentCache]。
 
-        最后，像它的模型那样运行这个层（用模型的旋转位置编码给出的表和因果掩码），输入是固定的
-        6 个位置，与构建出的模块并排比较：两者必须一致（旋转的排列方式取第一个一致的候选）。
-        属性说不出来的差别，由这一步发现。
+        最后，把这个层复制一份、转成 float64 并重新随机抽取权重（排列方式由代码决定；量级为 1 的
+        权重能把它显现出来，不管层自己的权重多小，也不管它是否在 meta 设备上），像它的模型那样
+        运行（用模型的旋转位置编码给出的表和因果掩码），输入是固定的 6 个位置，与由它构建的模块
+        并排比较：两者之差必须在这个层自己的舍入误差以内（在它身上量出：副本在 float32 下与
+        float64 下之差）。旋转的几种排列方式里取最接近的；若有两种都在舍入误差以内，就拒绝，
+        并写出这两种。属性说不出来的差别，由这一步发现；配置说要旋转、实际却不旋转的层（Cohere 2
+        和 EXAONE 4 的全局层）会被拒绝，并指出这一点。meta 设备上的层得到 meta 设备上的模块
+        （离开 meta 设备时再计算它的旋转表）。
 
         参数：
             module: 这两种结构之一的 transformers 注意力层（由配置构建，不下载任何东西）。
@@ -1406,20 +1452,22 @@ def _settle_rotation(m: nn.Module, layer: nn.Module, tolerance: float) -> tuple[
             f"{off:.2g} without rotation (use_rope={layer.use_rope!r}) (relative to the largest "
             f"output; at most {tolerance:.2g}, the layer's rounding, passes)"
         )
-    offs, unbuilt = {}, []
+    ranked, unbuilt = [], []
     for rotation in _rotations(layer):
         try:  # LongRoPE's factors fit one width only: a candidate of another cannot be built
             m.rope = _rope_from_hf(layer, *rotation)
         except ValueError as error:
             unbuilt.append(error)
             continue
-        offs[rotation] = _probe(m, layer)
-    if not offs:
+        ranked.append((_probe(m, layer), rotation))
+    if not ranked:
         raise unbuilt[0]
-    ranked = sorted(offs, key=offs.get)
-    best = ranked[0]
-    said = "; ".join(f"{offs[r]:.2g} rotating {_rotation_said(r)}" for r in ranked)
-    if offs[best] > tolerance:
+    ranked.sort(key=lambda tried: tried[0])
+    (off, best), said = (
+        ranked[0],
+        "; ".join(f"{o:.2g} rotating {_rotation_said(r)}" for o, r in ranked),
+    )
+    if off > tolerance:
         m.rope = None
         unrotated = _probe(m, layer)
         if unrotated <= tolerance:
@@ -1437,12 +1485,13 @@ def _settle_rotation(m: nn.Module, layer: nn.Module, tolerance: float) -> tuple[
             f"{said} (relative to the largest output; at most {tolerance:.2g}, the layer's "
             "rounding, passes)"
         )
-    if len(ranked) > 1 and offs[ranked[1]] - offs[best] <= tolerance:
+    if len(ranked) > 1 and ranked[1][0] - off <= tolerance:
+        second, other = ranked[1]
         raise ValueError(
             f"{name}'s rotation is not settled: run on {_PROBE_LENGTH} positions, rotating "
-            f"{_rotation_said(best)} and rotating {_rotation_said(ranked[1])} both compute what "
-            f"it does, within its rounding ({offs[best]:.2g} and {offs[ranked[1]]:.2g}; at most "
-            f"{tolerance:.2g} apart tells nothing)"
+            f"{_rotation_said(best)} and rotating {_rotation_said(other)} both compute what it "
+            f"does, within its rounding ({off:.2g} and {second:.2g}; at most {tolerance:.2g} "
+            "apart tells nothing)"
         )
     m.rope = _rope_from_hf(layer, *best)
     return best
@@ -1655,9 +1704,12 @@ def swap_attention(model: nn.Module) -> nn.Module:
 
     Each of its transformers attention layers (a module of a class named ``...Attention``, with
     ``config`` and ``layer_idx``) is converted by [`from_hf`][mha.interop.from_hf]: those of
-    Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3,
-    Granite, GLM-4, Phi-3 and DeepSeek-V2 and V3, among others of the same layer. If one is
-    refused, none is swapped and the error names it and why. Each becomes an
+    Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Granite, GLM-4, Gemma 2,
+    Gemma 3, gpt-oss, Qwen3-Next, SmolLM3, OLMo 2, Phi-3, Llama 4, StarCoder2, OLMo 3, GLM-4.5,
+    Cohere, Nemotron, Qwen3.5 and Qwen3.5-MoE (``FAMILIES``) and of DeepSeek-V2 and V3, among
+    others of the same layer. A model built on the meta device is swapped as well (its layers'
+    rotation settled on a copy with drawn weights); load its weights into the swapped layers. If
+    one is refused, none is swapped and the error names it and why. Each becomes an
     [`HFAttention`][mha.hf.HFAttention] around ``from_hf(layer)``: the same weights
     (which parameters require grad too), device, dtype and mode. The model then runs as before,
     ``model(...)``, ``model.generate(...)`` (greedy, sampling, beam search, with left padding
@@ -1698,9 +1750,11 @@ def swap_attention(model: nn.Module) -> nn.Module:
 
         它的每个 transformers 注意力层（类名形如 ``...Attention``、带 ``config`` 和 ``layer_idx``
         的模块）都交给 [`from_hf`][mha.interop.from_hf] 转换：Llama、Mistral、Mixtral、Qwen2、
-        Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Gemma 2、Gemma 3、Granite、GLM-4、Phi-3 和
-        DeepSeek-V2、V3 的都可以，与它们
-        同样的层也可以。只要有一层被拒绝，就一层也不替换，错误信息写出是哪一层、为什么。每一层都
+        Qwen2-MoE、Qwen3、Qwen3-MoE、Gemma、Granite、GLM-4、Gemma 2、Gemma 3、gpt-oss、
+        Qwen3-Next、SmolLM3、OLMo 2、Phi-3、Llama 4、StarCoder2、OLMo 3、GLM-4.5、Cohere、
+        Nemotron、Qwen3.5 和 Qwen3.5-MoE（即 ``FAMILIES``）以及 DeepSeek-V2、V3 的都可以，与它们
+        同样的层也可以。在 meta 设备上构建的模型同样可以替换（各层的旋转在一份随机抽取权重的副本上
+        确定），之后把权重加载进替换后的层即可。只要有一层被拒绝，就一层也不替换，错误信息写出是哪一层、为什么。每一层都
         换成包着 ``from_hf(layer)`` 的 [`HFAttention`][mha.hf.HFAttention]：权重（连同哪些参数
         要求梯度）、设备、dtype 和模式都不变。之后模型照常运行，``model(...)``、
         ``model.generate(...)``（贪心、采样、束搜索，左填充和滑动窗口都可以）和训练都一样，只是
@@ -1782,7 +1836,9 @@ def restore_attention(model: nn.Module) -> nn.Module:
         ``model`` itself.
 
     Raises:
-        TypeError: ``model`` is not a ``torch.nn.Module``.
+        TypeError: ``model`` is not a ``torch.nn.Module``, or a swapped layer's projection is
+            not an ``nn.Linear`` (peft's LoRA ``lora.Linear`` around it: merge it first with
+            ``merge_and_unload()``); no layer is restored then.
         ValueError: ``model`` has no swapped layer.
 
     Examples:
@@ -1809,7 +1865,9 @@ def restore_attention(model: nn.Module) -> nn.Module:
             ``model`` 本身。
 
         异常：
-            TypeError: ``model`` 不是 ``torch.nn.Module``。
+            TypeError: ``model`` 不是 ``torch.nn.Module``，或者某个替换后的层的投影不是
+                ``nn.Linear``（外面包着 peft 的 LoRA ``lora.Linear``：先用 ``merge_and_unload()``
+                合并）；这时一层也不换回。
             ValueError: ``model`` 里没有被替换的层。
     """
     if not isinstance(model, nn.Module):
