@@ -405,6 +405,12 @@ def test_a_scaling_factor_out_of_its_range_is_refused_by_name(scaling, said):
 # ---- None, the meta device, an exception of any kind, adapters ---------------------------------
 
 
+def small_llama():
+    """A 2-layer Llama, transformers' initialisation, in evaluation mode."""
+    config = config_of("llama", "Llama", intermediate_size=64, num_hidden_layers=2, vocab_size=50)
+    return LlamaForCausalLM(config).eval()
+
+
 def test_from_hf_of_none_names_module():
     with pytest.raises(
         TypeError, match=r"^module must be a transformers attention layer .*NoneType"
@@ -431,16 +437,8 @@ def test_a_layer_on_the_meta_device_converts_and_computes_once_given_its_weights
 
 def test_a_model_built_on_the_meta_device_is_swapped():
     # as 60 of transformers' own model tests build theirs (test_can_be_initialized_on_meta, ...)
-    config = LlamaConfig(
-        hidden_size=32,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        vocab_size=50,
-    )
     with torch.device("meta"):
-        model = LlamaForCausalLM(config)
+        model = small_llama()
     swap_attention(model)
     attention = model.model.layers[1].self_attn
     assert isinstance(attention, HFAttention) and attention.attention.W_o.weight.is_meta
@@ -451,19 +449,12 @@ def test_swap_attention_turns_an_error_of_any_kind_into_one_naming_the_layer(mon
         raise RuntimeError("Tensor.item() cannot be called on meta tensors")
 
     monkeypatch.setattr(mha.interop, "_converted", fails)
-    config = LlamaConfig(
-        hidden_size=32,
-        num_attention_heads=4,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        vocab_size=50,
-    )
     with pytest.raises(
         ValueError,
         match=r"none is swapped: model\.layers\.0\.self_attn \(LlamaAttention\): RuntimeError: "
         r"Tensor\.item\(\) cannot be called on meta tensors \(and 1 more\)$",
     ):
-        swap_attention(LlamaForCausalLM(config))
+        swap_attention(small_llama())
 
 
 class Linear(torch.nn.Module):
@@ -481,18 +472,6 @@ class Linear(torch.nn.Module):
 
 
 Linear.__module__ = "peft.tuners.lora.layer"
-
-
-def small_llama():
-    config = LlamaConfig(
-        hidden_size=32,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        vocab_size=50,
-    )
-    return LlamaForCausalLM(config).eval()
 
 
 def test_lora_applied_before_the_swap_is_refused_naming_the_adapter():
