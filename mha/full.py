@@ -334,7 +334,8 @@ class MHA(nn.Module):
             output is multiplied by ``sigmoid(gate)`` before ``W_o``. The gate multiplies the
             output after attention, so the fused kernels still run on the fast path.
         temperature: Llama 4's attention temperature tuning, ``(attn_scale, floor_scale)``: the
-            query at position ``p`` (``len(cache)`` and on) is multiplied by
+            query at index ``p`` of the cache (``len(cache)`` and on: a left-padded row's
+            padding counted, whatever ``positions`` says, as Llama 4 counts) is multiplied by
             ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1``, computed in float32 as
             Llama 4 does, so far positions attend more sharply (self-attention only). ``None``
             (the default) scales no query.
@@ -416,7 +417,8 @@ class MHA(nn.Module):
                 ``[heads_num * 2 * head_size, hidden_size]``），每个头的输出在进 ``W_o`` 之前乘上
                 ``sigmoid(gate)``。门控乘在注意力算完之后的输出上，所以快速路径照样用融合算子。
             temperature: Llama 4 的注意力温度调节，``(attn_scale, floor_scale)``：位置 ``p``
-                （从 ``len(cache)`` 数起）上的查询乘以
+                （缓存里的下标，从 ``len(cache)`` 数起：左填充的行连填充一起数，不看
+                ``positions``，与 Llama 4 的数法相同）上的查询乘以
                 ``log1p(floor((p + 1) / floor_scale)) * attn_scale + 1``，与 Llama 4 一样在 float32
                 里算，于是越远的位置注意力越集中（只用于自注意力）。默认 ``None`` 表示不缩放查询。
 
@@ -660,7 +662,11 @@ class MHA(nn.Module):
                 ``[1, q_len]``, transformers' default ``position_ids``), or
                 ``[batch_size, q_len]`` when each row has its own (a left-padded batch). ``None``
                 (the default) means ``len(cache) + arange(q_len)``: the positions right after
-                those in the cache (``0 .. q_len - 1`` without one).
+                those in the cache (``0 .. q_len - 1`` without one). One convention for every
+                layer of a left-padded batch: each row's own positions (from its first real
+                token); ``rope`` rotates and ``chunk`` counts by them, ``temperature`` scales
+                by the index in the cache whatever they say (as Llama 4 does), so the same
+                arguments give transformers' Llama 4 on its chunked and its NoPE layers.
             rotations: with ``rope``, instead of ``positions``: the cosines and sines that
                 ``rope(positions)`` gives, ``[q_len, rotary_dims]`` or ``[batch_size or 1,
                 q_len, rotary_dims]`` each, for a model that computes them once for all its
@@ -719,7 +725,10 @@ class MHA(nn.Module):
                     transformers 默认的 ``position_ids``）；每一行各有各的位置时
                     （左填充的一批）是 ``[batch_size, q_len]``。默认 ``None`` 表示
                     ``len(cache) + arange(q_len)``：紧接在缓存里已有的位置之后（没有缓存时就是
-                    0–``q_len - 1``）。
+                    0–``q_len - 1``）。左填充的一批，每一层都用同一种约定：各行自己的位置（从第一个
+                    真实位置数起）；``rope`` 按它们旋转，``chunk`` 按它们分块，``temperature`` 则
+                    不看它们，按缓存里的下标缩放（与 Llama 4 相同），所以同样的参数在 Llama 4 的
+                    分块层和 NoPE 层上都得到 transformers 的结果。
                 rotations: 有 ``rope`` 时可以代替 ``positions``：``rope(positions)`` 给出的余弦和
                     正弦，各为 ``[q_len, rotary_dims]`` 或 ``[batch_size 或 1, q_len, rotary_dims]``，
                     供所有层只算一次角度的模型使用（transformers 以 ``position_embeddings`` 传入它
@@ -834,14 +843,15 @@ class MHA(nn.Module):
             # 在 float32 里算（与它的代码相同）
             # Llama 4's temperature tuning: the query at position p times
             # log1p(floor((p + 1) / floor_scale)) * attn_scale + 1, in float32 (as its code does)
-            # （位置取调用者给的，或者紧接在缓存之后的，与旋转相同）
-            # (the caller's positions, or those right after the cache's, as for the rotation)
+            # （p 是缓存里的下标，与 Llama 4 的数法相同：左填充的行连填充一起数，不看 positions）
+            # (p is the index in the cache, as Llama 4 counts: a left-padded row's padding
+            # counted, whatever positions says, so every layer takes the same positions)
             attn_scale, floor_scale = self.temperature
-            if positions is None and static:
-                positions = cache.next_positions(x.size(1), x.device)  # [q_len], from a tensor
-            elif positions is None:
-                positions = torch.arange(held, held + x.size(1), device=x.device)  # [q_len]
-            tuned = torch.log1p(torch.floor((positions.float() + 1.0) / floor_scale)) * attn_scale + 1.0  # [..., q_len]
+            if static:
+                index = cache.next_positions(x.size(1), x.device)  # [q_len], from a tensor
+            else:
+                index = torch.arange(held, held + x.size(1), device=x.device)  # [q_len]
+            tuned = torch.log1p(torch.floor((index.float() + 1.0) / floor_scale)) * attn_scale + 1.0  # [q_len]
             q = (q * tuned.unsqueeze(-1).unsqueeze(-3)).to(q.dtype)  # [batch_size, heads_num, q_len, head_size]
 
         if cache is not None:

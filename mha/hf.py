@@ -12,7 +12,15 @@ takes transformers' calling convention and turns it into ``mha``'s:
 | an additive float ``[batch, 1, q_len, k_len]`` (eager) | ``attn_mask=``, added           |
 | ``position_ids`` ``[1, q_len]`` or ``[batch, q_len]``  | ``positions=`` as it is         |
 | ``position_embeddings`` (its cos and sin)              | ``rotations=`` (MLA: its ``rope``) |
-| ``past_key_values`` (a ``DynamicCache``)               | ``cache=``, the same storage    |
+| Llama 4's ``position_embeddings`` (complex numbers)    | ``rotations=``: real, imaginary |
+| ``past_key_values=`` (5.23) or ``cache=`` (5.25 on)    | ``cache=``, the same storage    |
+
+**Every keyword is read or refused.** transformers renames what it passes (5.25 passes the cache as
+``cache=``, 5.23 as ``past_key_values=``; the layer takes both, and refuses both at once). Of the
+other keywords, those in ``IGNORED_KEYWORDS`` are known and need nothing from this layer (each
+with why); any other keyword that carries a tensor or a cache is a ``TypeError`` naming it: a
+new name for something the layer must read would otherwise be dropped, and the model would run
+without it (5.25's ``cache=`` did: every step decoded without the cache, other tokens).
 
 The masks need no conversion: ``mha.full.MHA`` takes a boolean mask with the polarity of
 ``scaled_dot_product_attention`` and adds a float one, as transformers' eager path does; on a
@@ -41,6 +49,15 @@ included; ``mha``'s own static cache is ``KVCache(max_len=..., static=True)``.
 
 The layer returns ``(output, None)``: the attention weights are not computed (transformers'
 ``sdpa`` path returns ``None`` too), and ``output_attentions`` records nothing from it.
+
+**Its state dict has transformers' names.** ``state_dict()`` writes the parameters under the names
+of the layer replaced (``q_proj.weight``, ..., gpt-oss's ``sinks``, Phi-3's fused ``qkv_proj``,
+DeepSeek's latent projections: the table ``from_hf`` reads, in ``mha.interop``), and
+``load_state_dict`` takes those names (or ``mha``'s own): ``save_pretrained`` on a swapped model
+writes a checkpoint plain transformers loads, and a plain checkpoint loads into a swapped model.
+``named_parameters`` keeps ``mha``'s names (``attention.W_q.weight``). What the table cannot name
+(a parameter added to the module, an adapter inside Phi-3's fused projection) is a ``ValueError``
+before anything is written, naming ``restore_attention``.
 """
 
 from __future__ import annotations
@@ -50,6 +67,7 @@ import torch.nn as nn
 from torch import Tensor
 
 import mha.full
+import mha.interop
 import mha.mla
 from mha.cache import KVCache
 
@@ -59,6 +77,23 @@ __all__ = ["HFAttention", "TransformersKVCache", "TransformersLatentCache"]
 # sliding window's (DynamicCache(config=...) on a sliding layer). Recognised by class name: mha
 # never imports transformers.
 FOLLOWED_LAYERS = ("DynamicLayer", "DynamicSlidingWindowLayer")
+
+# The keywords transformers' models pass their attention layers (or that a user's call of the
+# model passes through to them) which this layer knows and does not read, each with why nothing
+# is lost. The others it reads (hidden_states, position_embeddings, attention_mask,
+# position_ids, the cache under either name) or checks (output_attentions, is_causal); any other
+# keyword that carries a tensor or a cache is refused by name.
+IGNORED_KEYWORDS = {
+    "use_cache": "whether the model returns its cache: the cache passed (or None) is what a "
+    "layer writes",
+    "cache_position": "the slots this call writes: a DynamicCache (the only cache taken) appends "
+    "whatever it says, as it does for transformers' own layers",
+    "output_hidden_states": "what the model collects between its layers",
+    "output_router_logits": "what a mixture of experts collects from its routers",
+    "num_items_in_batch": "the loss's divisor (a Trainer's), read by the loss",
+    "max_length_q": "a length of packed sequences (an int), which cu_seq_lens_q (refused) holds",
+    "max_length_k": "a length of packed sequences (an int), which cu_seq_lens_k (refused) holds",
+}
 
 
 class TransformersKVCache(KVCache):
@@ -363,14 +398,26 @@ class HFAttention(nn.Module):
         mla = isinstance(attention, mha.mla.MLA)
         self._cache_class = TransformersLatentCache if mla else TransformersKVCache
         # An MHA whose rope rotates whole heads, halves paired (the Llama family's layout):
-        # transformers' position_embeddings are its tables; MLA rotates interleaved pairs
+        # transformers' position_embeddings are its tables; one whose rope rotates whole heads
+        # in interleaved pairs (Llama 4's) takes them as complex numbers; MLA rotates
+        # interleaved pairs of a head's part, by position_ids with its own rope
         rope = getattr(attention, "rope", None)
-        self._rotates_as_transformers = (
-            not mla
-            and rope is not None
-            and not rope.interleaved
-            and rope.rotary_dims == attention.head_size
-        )
+        whole = not mla and rope is not None and rope.rotary_dims == attention.head_size
+        self._rotates_as_transformers = whole and not rope.interleaved
+        self._rotates_by_complex_numbers = whole and rope.interleaved
+        # Phi-3's one projection for q, k and v: its state dict fuses W_q's, W_k's and W_v's rows
+        self._fused = mha.interop._fused(hf_attention)
+        self.register_state_dict_post_hook(_with_transformers_names)
+        self.register_load_state_dict_pre_hook(_from_transformers_names)
+
+    def _replaced(self) -> nn.Module:
+        """What ``mha.interop``'s ``_fuse`` and ``_split`` read of the layer replaced: for one
+        that fuses q, k and v (Phi-3's ``qkv_proj``), that layer built again on the meta device
+        (its config and sizes, no weights); otherwise this layer, which fuses nothing."""
+        if not self._fused:
+            return self
+        with torch.device("meta"):
+            return self.hf_class(self.config, self.layer_idx)
 
     def extra_repr(self) -> str:
         """What ``print`` shows between the parentheses: the class replaced and its layer.
@@ -389,70 +436,117 @@ class HFAttention(nn.Module):
     def forward(
         self,
         hidden_states: Tensor,
-        position_embeddings: tuple[Tensor, Tensor] | None = None,
+        position_embeddings: tuple[Tensor, Tensor] | Tensor | None = None,
         attention_mask: Tensor | None = None,
         past_key_values: object | None = None,
         position_ids: Tensor | None = None,
+        *,
+        cache: object | None = None,
         **kwargs: object,
     ) -> tuple[Tensor, None]:
         """The attention of ``hidden_states``, called as transformers calls its attention layers.
+
+        Every keyword is read, checked, known as not needed (``IGNORED_KEYWORDS``, each with
+        why) or, if it carries a tensor or a cache, refused by name: nothing a new transformers
+        passes under a new name is dropped without a word.
+
+        **Positions.** The rotation follows the model's positions: transformers' tables
+        (``position_embeddings``: cos and sin, or Llama 4's complex numbers, whose real and
+        imaginary parts are the cos and sin of interleaved pairs), else ``position_ids``, else
+        the positions right after the cache's. A layer that does not rotate takes no
+        positions: Llama 4's NoPE layers scale their queries by the index in the cache (its
+        ``temperature``), as Llama 4 does, and its chunked layers take its mask, which holds
+        the chunks (``chunks_in_mask``).
 
         Args:
             hidden_states: ``[batch_size, q_len, hidden_size]``.
             position_embeddings: transformers' cos and sin, computed once for all layers: an
                 ``MHA`` rotates by them (``rotations=``), the very tables its own ``rope`` makes
-                for ``position_ids`` (tests/test_swap.py checks them bit for bit); an ``MLA``,
-                whose pairs are interleaved, rotates by ``position_ids`` with its own ``rope``.
+                for ``position_ids`` (tests/test_swap.py checks them bit for bit); Llama 4's are
+                complex numbers ``[batch_size or 1, q_len, head_size / 2]``, the same tables for
+                interleaved pairs; an ``MLA``, which rotates a part of each head, rotates by
+                ``position_ids`` with its own ``rope``.
             attention_mask: ``None`` (the causal mask alone), a boolean
                 ``[batch_size, 1, q_len, k_len]`` (True = may attend) or an additive float mask
                 of that shape, as the model builds it.
-            past_key_values: transformers' cache (a ``DynamicCache``), or ``None`` (no cache:
-                training, or ``use_cache=False``).
-            position_ids: ``[1, q_len]`` or ``[batch_size, q_len]``; ``None`` means the
-                positions right after those in the cache.
-            **kwargs: the model's other keywords (``use_cache``, ``cache_position``, ...),
-                not needed.
+            past_key_values: transformers' cache (a ``DynamicCache``) as transformers 5.23
+                names it, or ``None`` (no cache: training, or ``use_cache=False``).
+            position_ids: ``[1, q_len]`` or ``[batch_size, q_len]``, read where the tables are
+                not; ``None`` means the positions right after those in the cache.
+            cache: the cache as transformers 5.25 names it; one of the two names, not both.
+            **kwargs: the model's other keywords: ``output_attentions`` (refused when true),
+                ``is_causal`` (refused when false), and those of ``IGNORED_KEYWORDS``; any other
+                that carries a tensor or a cache is refused.
 
         Returns:
             ``(output, None)``: the output ``[batch_size, q_len, hidden_size]``, and no weights.
 
         Raises:
-            TypeError: ``past_key_values`` is not transformers' ``DynamicCache`` (a
-                ``StaticCache``, say).
+            TypeError: the cache is not transformers' ``DynamicCache`` (a ``StaticCache``,
+                say), it is given as both ``past_key_values`` and ``cache``, or a keyword this
+                layer does not know carries a tensor or a cache (the message names it).
             ValueError: ``output_attentions`` is asked for (in the call or the config):
-                transformers records the weights from its own attention classes only.
-            ValueError: ``past_key_values`` holds keys and values of another layout (another
-                model's), or positions DeepSeek-V3's own layers wrote (their latents are laid out
+                transformers records the weights from its own attention classes only; or
+                ``is_causal=False``: this layer is causal.
+            ValueError: the layer rotates, ``position_embeddings`` are not tables it can read
+                and no ``position_ids`` are given (the positions could not be recovered).
+            ValueError: the cache holds keys and values of another layout (another model's),
+                or positions DeepSeek-V3's own layers wrote (their latents are laid out
                 otherwise than MLA's).
 
         中文:
             对 ``hidden_states`` 做注意力，调用方式与 transformers 调用它的注意力层相同。
 
+            每个关键字参数要么读取，要么检查，要么是已知用不到的（``IGNORED_KEYWORDS``，各写明
+            原因），要么（带着张量或缓存时）按名字拒绝：新版 transformers 换了名字传来的东西，
+            不会被悄悄丢掉。
+
+            **位置。** 旋转跟着模型的位置走：先用 transformers 的旋转表（``position_embeddings``：
+            cos 和 sin，或者 Llama 4 的复数，它的实部和虚部就是交错维度对的 cos 和 sin），没有
+            就用 ``position_ids``，再没有就取紧接在缓存之后的位置。不旋转的层不取位置：Llama 4
+            的 NoPE 层按缓存里的下标给查询乘上温度系数（它的 ``temperature``），与 Llama 4 相同；
+            它的分块层用它的掩码，掩码里已经有分块（``chunks_in_mask``）。
+
             参数：
                 hidden_states: 输入，``[batch_size, q_len, hidden_size]``。
                 position_embeddings: transformers 为所有层只算一次的 cos 和 sin：``MHA`` 直接按它们
                     旋转（``rotations=``），它们正是模块自己的 ``rope`` 对 ``position_ids`` 算出的表
-                    （tests/test_swap.py 逐位核对）；``MLA`` 的维度对是交错排列的，仍按
-                    ``position_ids`` 用自己的 ``rope`` 旋转。
+                    （tests/test_swap.py 逐位核对）；Llama 4 传的是复数
+                    ``[batch_size or 1, q_len, head_size / 2]``，就是交错维度对的同一张表；
+                    ``MLA`` 只旋转每个头的一部分，仍按 ``position_ids`` 用自己的 ``rope`` 旋转。
                 attention_mask: ``None``（只有因果掩码）、布尔掩码 ``[batch_size, 1, q_len, k_len]``
                     （True 表示可以关注），或者同样形状、加到分数上的浮点掩码，都是模型构建好的。
-                past_key_values: transformers 的缓存（``DynamicCache``），或 ``None``（不用缓存：
-                    训练时，或者 ``use_cache=False``）。
-                position_ids: ``[1, q_len]`` 或 ``[batch_size, q_len]``；``None`` 表示紧接在缓存里
-                    已有位置之后的位置。
-                **kwargs: 模型传来的其他关键字参数（``use_cache``、``cache_position`` 等），用不到。
+                past_key_values: transformers 5.23 这样称呼它的缓存（``DynamicCache``），或
+                    ``None``（不用缓存：训练时，或者 ``use_cache=False``）。
+                position_ids: ``[1, q_len]`` 或 ``[batch_size, q_len]``，在用不上旋转表时读取；
+                    ``None`` 表示紧接在缓存里已有位置之后的位置。
+                cache: transformers 5.25 对缓存的称呼；两个名字只能给一个。
+                **kwargs: 模型传来的其他关键字参数：``output_attentions``（为真时拒绝）、
+                    ``is_causal``（为假时拒绝），以及 ``IGNORED_KEYWORDS`` 里的那些；其余带着
+                    张量或缓存的一律拒绝。
 
             返回：
                 ``(output, None)``：输出 ``[batch_size, q_len, hidden_size]``，不返回注意力权重。
 
             异常：
-                TypeError: ``past_key_values`` 不是 transformers 的 ``DynamicCache``（比如是
-                    ``StaticCache``）。
+                TypeError: 缓存不是 transformers 的 ``DynamicCache``（比如是 ``StaticCache``），
+                    同时用 ``past_key_values`` 和 ``cache`` 两个名字给了缓存，或者一个本层不认识
+                    的关键字参数带着张量或缓存（错误信息写出它的名字）。
                 ValueError: 要求了 ``output_attentions``（在调用里或配置里）：transformers 只从它
-                    自己的注意力类收集权重。
-                ValueError: ``past_key_values`` 里存着别的布局的键和值（别的模型的），或者存着
-                    DeepSeek-V3 自己的层写的位置（它的潜在向量布局与 MLA 的不同）。
+                    自己的注意力类收集权重；或者 ``is_causal=False``：这一层是因果的。
+                ValueError: 这一层要旋转，``position_embeddings`` 不是它能读的旋转表，又没有给
+                    ``position_ids``（位置无从得知）。
+                ValueError: 缓存里存着别的布局的键和值（别的模型的），或者存着 DeepSeek-V3 自己的
+                    层写的位置（它的潜在向量布局与 MLA 的不同）。
         """
+        _check_keywords(kwargs)
+        if past_key_values is not None and cache is not None:
+            raise TypeError(
+                "the cache was given twice, as past_key_values= (transformers 5.23's name) and "
+                f"as cache= (5.25's): {type(past_key_values).__name__} and "
+                f"{type(cache).__name__}; pass one"
+            )
+        cache = past_key_values if cache is None else cache
         if kwargs.get("output_attentions", getattr(self.config, "output_attentions", False)):
             # transformers collects the weights by hooks on its own attention classes, which a
             # swapped layer is not: it would return no weights, silently
@@ -462,21 +556,15 @@ class HFAttention(nn.Module):
                 "restore_attention(model) first, or call the layer's attention with "
                 "need_weights=True (model.model.layers[i].self_attn.attention)"
             )
-        cache = None
-        if past_key_values is not None:  # the keys and values live in transformers' cache
-            cache = self._cache_class(past_key_values, self.layer_idx)
-        if position_embeddings is not None and self._rotates_as_transformers:
-            # transformers' cos and sin, computed once for all layers: the tables this module's
-            # rope makes for position_ids (tests/test_swap.py), not computed again per layer.
-            # gpt-oss's hold each frequency once (half a head): the other half repeats them
-            cos, sin = position_embeddings
-            if cos.size(-1) * 2 == self.attention.head_size:
-                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
-            where = dict(rotations=(cos, sin))
-        elif self.attention.rope is None:  # a layer without rotation (SmolLM3's NoPE layers)
-            where = {}
-        else:
-            where = dict(positions=position_ids)
+        if kwargs.get("is_causal", True) is False:
+            raise ValueError(
+                f"is_causal=False: this layer replaces {self.hf_class.__name__}, a causal "
+                "attention, and always masks the later positions; restore_attention(model) to "
+                "run transformers' own layers without the causal mask"
+            )
+        if cache is not None:  # the keys and values live in transformers' cache
+            cache = self._cache_class(cache, self.layer_idx)
+        where = self._where(position_embeddings, position_ids)
         if getattr(self.attention, "chunk", None) is not None and attention_mask is not None:
             # Llama 4's chunked layers: transformers' mask holds the chunks, counted from each
             # row's first real token (its positions may count the padding)
@@ -485,3 +573,129 @@ class HFAttention(nn.Module):
             hidden_states, attn_mask=attention_mask, is_causal=True, cache=cache, **where
         )
         return out, None
+
+    def _where(
+        self,
+        position_embeddings: tuple[Tensor, Tensor] | Tensor | None,
+        position_ids: Tensor | None,
+    ) -> dict[str, object]:
+        """The keywords that place this call's queries: ``rotations=`` from transformers'
+        tables, ``positions=`` from ``position_ids``, or none (no rotation, or the positions
+        right after the cache's)."""
+        if self.attention.rope is None:  # a layer without rotation (SmolLM3's, Llama 4's NoPE)
+            return {}
+        if isinstance(position_embeddings, Tensor) and position_embeddings.is_complex():
+            if self._rotates_by_complex_numbers:
+                # Llama 4's tables: e^(i angle) per pair (times the rope's factor), so its real
+                # and imaginary parts are the cos and sin of pair i, at dims 2i and 2i + 1
+                cos = position_embeddings.real.repeat_interleave(2, dim=-1)
+                sin = position_embeddings.imag.repeat_interleave(2, dim=-1)
+                return dict(rotations=(cos, sin))
+        elif position_embeddings is not None and self._rotates_as_transformers:
+            # transformers' cos and sin, computed once for all layers: the tables this module's
+            # rope makes for position_ids (tests/test_swap.py), not computed again per layer.
+            # gpt-oss's hold each frequency once (half a head): the other half repeats them
+            cos, sin = position_embeddings
+            if cos.size(-1) * 2 == self.attention.head_size:
+                cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+            return dict(rotations=(cos, sin))
+        if position_ids is None and position_embeddings is not None:
+            # Rotating by the positions after the cache's would ignore any gap in the model's
+            raise ValueError(
+                f"{self.hf_class.__name__} layer {self.layer_idx} got position_embeddings of a "
+                f"layout it does not read ({_described(position_embeddings)}) and no "
+                "position_ids: its positions cannot be recovered; pass position_ids"
+            )
+        return dict(positions=position_ids)
+
+
+def _carries(value: object) -> bool:
+    """Whether ``value`` is or holds a tensor or a cache (transformers' or ``mha``'s)."""
+    if isinstance(value, Tensor | KVCache) or hasattr(value, "get_seq_length"):
+        return True
+    if isinstance(value, tuple | list):
+        return any(_carries(v) for v in value)
+    if isinstance(value, dict):
+        return any(_carries(v) for v in value.values())
+    return False
+
+
+def _described(value: object) -> str:
+    """A tensor's dtype and shape, or a value's type, for a message."""
+    if isinstance(value, Tensor):
+        return f"{value.dtype} {list(value.shape)}"
+    return type(value).__name__
+
+
+def _check_keywords(kwargs: dict[str, object]) -> None:
+    """Refuse, by name, a keyword ``HFAttention.forward`` does not know that carries a tensor or
+    a cache: it would be dropped, and the model run without it."""
+    known = {"output_attentions", "is_causal", *IGNORED_KEYWORDS}
+    for name, value in kwargs.items():
+        if name not in known and _carries(value):
+            raise TypeError(
+                f"HFAttention got {name}= ({_described(value)}), a keyword it does not know: it "
+                "reads hidden_states, position_embeddings, attention_mask, position_ids and the "
+                "cache (past_key_values= or cache=), and needs nothing of "
+                f"{', '.join(IGNORED_KEYWORDS)}; a tensor or cache under another name would be "
+                "dropped. Call the model without it, or restore_attention(model) to run "
+                "transformers' own layers"
+            )
+
+
+def _with_transformers_names(
+    module: HFAttention, state: dict[str, Tensor], prefix: str, metadata: dict
+) -> None:
+    """``state_dict``'s post-hook: ``module.attention``'s parameters under the names of the
+    layer it replaced (``W_q.weight`` to ``q_proj.weight``, Phi-3's three into ``qkv_proj``),
+    so that what is saved loads into plain transformers; what cannot be named is refused."""
+    ours = prefix + "attention."
+    names = mha.interop._hf_names(module.attention, back=True)  # W_q -> q_proj
+    keys = [key for key in state if key.startswith(ours)]
+    cannot = []
+    for key in keys:
+        head, _, rest = key[len(ours) :].partition(".")
+        split = head in names and names[head] in mha.interop._HF_SPLIT
+        if head not in names or (module._fused and split and rest not in ("weight", "bias")):
+            cannot.append(key)
+    if cannot:
+        raise ValueError(
+            f"{prefix or 'this layer'}: {', '.join(cannot)} cannot be written under the names "
+            f"of {module.hf_class.__name__}: transformers would not load "
+            f"{'them' if len(cannot) > 1 else 'it'}. restore_attention(model) first (merge an "
+            "adapter into the weights before), then state_dict or save_pretrained"
+        )
+    theirs = {}
+    for key in keys:
+        head, dot, rest = key[len(ours) :].partition(".")
+        theirs[f"{mha.interop._renamed(head, names)}{dot}{rest}"] = state.pop(key)
+    theirs = mha.interop._fuse(module._replaced(), theirs)
+    state.update({prefix + key: value for key, value in theirs.items()})
+
+
+def _from_transformers_names(
+    module: HFAttention,
+    state: dict[str, Tensor],
+    prefix: str,
+    metadata: dict,
+    strict: bool,
+    missing: list[str],
+    unexpected: list[str],
+    errors: list[str],
+) -> None:
+    """``load_state_dict``'s pre-hook: parameters under the names of the layer replaced (a
+    swapped model's ``state_dict``, or a plain transformers checkpoint) renamed to
+    ``module.attention``'s (Phi-3's ``qkv_proj`` split into ``W_q``, ``W_k`` and ``W_v``).
+    Keys that already have ``mha``'s names (``attention.``) load as they are; a key of neither
+    is left for ``load_state_dict`` to report."""
+    ours = prefix + "attention."
+    keys = [key for key in state if key.startswith(prefix)]
+    if any(key.startswith(ours) for key in keys):
+        return
+    names = mha.interop._hf_names(module.attention)  # q_proj -> W_q
+    theirs = {key[len(prefix) :]: state.pop(key) for key in keys}
+    for key, value in mha.interop._split(module._replaced(), theirs).items():
+        head, dot, rest = key.partition(".")
+        if head in names:
+            key = f"attention.{mha.interop._renamed(head, names)}{dot}{rest}"
+        state[prefix + key] = value

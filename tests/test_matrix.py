@@ -399,11 +399,23 @@ class Batch:
 
 
 def reference(model, case: Case, batch: Batch) -> list[torch.Tensor]:
-    """Each row alone, its prompt and new positions in one call, float64, no cache."""
+    """Each row alone, its prompt and new positions in one call, float64, no cache. With a
+    temperature, the row keeps the columns it has in the batch, its padding masked: the factor
+    counts the index in the cache, padding included, as Llama 4 does
+    (tests/test_hf_boundary.py)."""
     out = []
-    for row, n in zip(batch.rows, batch.lengths, strict=True):
-        x = row[: n + STEPS][None]
-        out.append(call(model, case, x, None, torch.arange(n + STEPS), None)[0])
+    for b, (row, n) in enumerate(zip(batch.rows, batch.lengths, strict=True)):
+        columns = list(range(n + STEPS))
+        if case.temperature:
+            columns = [batch.column(b, i) for i in range(n)]
+            columns += [batch.width + s for s in range(STEPS)]
+        real = torch.zeros(columns[-1] + 1, dtype=torch.bool)
+        real[columns] = True
+        x = row.new_zeros(1, len(real), HIDDEN)
+        x[0, columns] = row[: n + STEPS]
+        mask = None if real.all() else real[None, None, None]
+        positions = (real.cumsum(0) - 1).clamp(min=0)  # each column's position in the row
+        out.append(call(model, case, x, mask, positions, None)[0, columns])
     return out
 
 

@@ -792,7 +792,7 @@ def test_a_fine_tuned_swapped_model_saves_and_reloads_in_plain_transformers(tmp_
             model(ids, labels=ids, use_cache=False).loss.backward()
             optimizer.step()
             optimizer.zero_grad()
-        key = "model.layers.0.self_attn.attention.W_o.weight"
+        key = "model.layers.0.self_attn.o_proj.weight"  # transformers' name in the state dict
         assert not torch.equal(model.state_dict()[key], before[key]), "training changed it"
         ids = torch.tensor(PROMPTS[:1])
         with torch.no_grad():
