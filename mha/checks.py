@@ -16,6 +16,7 @@ Examples:
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -43,11 +44,16 @@ def _check_flag(name: str, value: object) -> None:
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
 
 
-def _check_number(name: str, value: object, *, positive: bool = False) -> None:
+def _check_number(
+    name: str, value: object, *, positive: bool = False, finite: bool = False
+) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a float, got {type(value).__name__} ({value!r})")
     if positive and not value > 0:
         raise ValueError(f"{name} must be positive, got {value}")
+    if finite and not math.isfinite(value):
+        said = "finite positive" if positive else "finite"
+        raise ValueError(f"{name} must be a {said} float, got {value}")
 
 
 def check_sizes(
@@ -116,19 +122,34 @@ def _check_vector(name: str, value: object, shape: str) -> None:
         raise ValueError(f"{name} must be 1-D {shape}, got shape {list(value.shape)}")
 
 
+def _readable(value: Tensor) -> bool:
+    """Whether reading ``value``'s entries waits for nothing: on the CPU, outside
+    ``torch.compile``. Elsewhere reading them would wait for the device (or break the graph), and
+    the meta device holds none: the checks of values are made where this is true."""
+    return value.device.type == "cpu" and not torch.compiler.is_compiling()
+
+
 def _check_range(name: str, value: Tensor, most: int, said: str) -> None:
-    """``value``'s entries lie in ``0 .. most``. Checked on the CPU only and outside
-    ``torch.compile``: elsewhere reading the values would wait for the device (or break the
-    graph), and the meta device holds none."""
-    if value.device.type != "cpu" or torch.compiler.is_compiling() or not value.numel():
+    """``value``'s entries lie in ``0 .. most``, checked where reading them waits for nothing
+    (``_readable``)."""
+    if not _readable(value) or not value.numel():
         return
     if value.min() < 0 or value.max() > most:
         raise ValueError(f"{name} must lie in 0 .. {said} ({most}), got {value.tolist()}")
 
 
+# The largest position mha takes: rope's angles and temperature's scales are computed from the
+# positions in float32, which holds every integer up to 2**24 exactly, and not all beyond
+MOST_POSITION = 2**24
+
+
 def _check_positions(positions: object, x: Tensor) -> None:
     """``positions`` checked against ``x``: ``[q_len]``, ``[batch_size, q_len]``, or ``[1, q_len]``
-    (transformers' default ``position_ids``, the same for every row: it broadcasts)."""
+    (transformers' default ``position_ids``, the same for every row: it broadcasts); their values
+    lie in ``0 .. 2**24``, checked where reading them waits for nothing (``_readable``: on the CPU,
+    outside ``torch.compile``, so a compiled decoding step reads no value and a CUDA step waits
+    for no copy). Decreasing positions are accepted: a row may restart, as a packed sequence
+    does."""
     _check_integer_tensor("positions", positions)
     if positions.shape not in ((x.size(1),), (x.size(0), x.size(1)), (1, x.size(1))):
         raise ValueError(
@@ -140,6 +161,15 @@ def _check_positions(positions: object, x: Tensor) -> None:
         raise ValueError(
             f"positions must be on the input's device {x.device}, got {positions.device}"
         )
+    if not _readable(positions) or not positions.numel():
+        return
+    smallest, largest = (int(v) for v in torch.aminmax(positions))
+    for value, which in ((smallest, "smallest"), (largest, "largest")):
+        if not 0 <= value <= MOST_POSITION:
+            raise ValueError(
+                f"positions must lie in 0 .. 2**24 ({MOST_POSITION}), the integers float32 holds "
+                f"exactly (rope turns them into angles in float32), got {value} (the {which})"
+            )
 
 
 def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
@@ -222,7 +252,7 @@ def _warn_of_lookalikes(mask: Tensor, target: tuple[int, int, int, int]) -> None
     added to the scores instead) and a 2-D boolean mask shaped like a padding mask ``[batch_size,
     k_len]`` when ``batch_size == q_len`` (a 2-D mask is ``[q_len, k_len]``). Only where reading
     the values waits for nothing: a mask on the CPU, outside ``torch.compile``."""
-    if mask.device.type != "cpu" or torch.compiler.is_compiling():
+    if not _readable(mask):
         return
     if mask.is_floating_point():
         ones = mask == 1

@@ -106,7 +106,7 @@ def _check_temperature(temperature: object) -> None:
             f"{type(temperature).__name__} ({temperature!r})"
         )
     for name, value in zip(("attn_scale", "floor_scale"), temperature, strict=True):
-        _check_number(f"temperature's {name}", value, positive=True)
+        _check_number(f"temperature's {name}", value, positive=True, finite=True)
 
 
 def _biased(bias: object) -> set[str]:
@@ -348,10 +348,11 @@ class MHA(nn.Module):
         ValueError: a size is not positive, ``hidden_size`` is not divisible by ``heads_num``
             (without ``head_size``), ``heads_num`` not by ``kv_heads``, ``dropout`` is outside
             ``[0, 1)``, ``bias`` names another projection, ``scale``, ``norm_eps`` or
-            ``softcap`` is not positive, ``qk_norm`` is a string other than ``"gemma"``,
-            ``"projection"`` and ``"weightless"``, ``temperature`` holds a number that is not
-            positive, ``window`` and ``chunk`` are both given, or ``rope`` rotates more
-            dimensions than a head has.
+            ``softcap`` is not a finite positive number (``inf`` and ``nan`` included),
+            ``qk_norm`` is a string other than ``"gemma"``, ``"projection"`` and
+            ``"weightless"``, ``temperature`` holds a number that is not finite and positive,
+            ``window`` and ``chunk`` are both given, or ``rope`` rotates more dimensions than a
+            head has.
 
     Examples:
         >>> model = MHA(hidden_size=20, heads_num=4, kv_heads=2)
@@ -430,9 +431,9 @@ class MHA(nn.Module):
             ValueError: 尺寸不是正数，（没给 ``head_size`` 时）``hidden_size`` 不能被
                 ``heads_num`` 整除，``heads_num`` 不能被 ``kv_heads`` 整除，``dropout`` 不在
                 ``[0, 1)`` 之内，``bias`` 里有别的投影名，``scale``、``norm_eps`` 或 ``softcap``
-                不是正数，``qk_norm`` 是 ``"gemma"``、``"projection"``、``"weightless"`` 以外的
-                字符串，``temperature`` 里有不是正数的数，同时给了 ``window`` 和 ``chunk``，或者
-                ``rope`` 要旋转的维度比一个头的还多。
+                不是有限的正数（``inf`` 和 ``nan`` 都不行），``qk_norm`` 是 ``"gemma"``、
+                ``"projection"``、``"weightless"`` 以外的字符串，``temperature`` 里有不是有限正数
+                的数，同时给了 ``window`` 和 ``chunk``，或者 ``rope`` 要旋转的维度比一个头的还多。
     """
 
     def __init__(
@@ -479,9 +480,7 @@ class MHA(nn.Module):
         _check_length("context_size", context_size, positive=True)
         for name, value in (("scale", scale), ("norm_eps", norm_eps), ("softcap", softcap)):
             if value is not None:
-                _check_number(name, value, positive=True)
-        if softcap is not None and not math.isfinite(softcap):
-            raise ValueError(f"softcap must be a finite positive float, got {softcap}")
+                _check_number(name, value, positive=True, finite=True)
         if window is not None:
             _check_length("window", window, positive=True)
         if chunk is not None:
@@ -682,7 +681,11 @@ class MHA(nn.Module):
                 ``[batch_size, heads_num, q_len, k_len]`` (after dropout, as applied). A query
                 whose keys are all masked (all ``False``, or all ``-inf`` in a float mask; a finite
                 value, however negative, is added to the scores in every dtype) gets a zero
-                attention output, so its output is ``W_o``'s bias.
+                attention output, so its output is ``W_o``'s bias. A query that is not finite
+                (a NaN weight, say), or a key head whose new keys are not, gives NaN on both
+                paths: the fast path adds it back where PyTorch's kernel gave zeros (on the CPU it
+                takes a row of NaN scores for a fully masked one), so such a row is NaN there
+                even when its keys are all masked.
 
         Raises:
             TypeError: an input, the mask, the cache or ``positions`` has the wrong type or dtype.
@@ -690,7 +693,9 @@ class MHA(nn.Module):
                 ``cache`` belongs to another module, holds self-attention's keys when given
                 ``context`` (or the reverse), or holds a context of another batch size or length;
                 ``positions`` without ``rope`` or ``temperature``, ``context`` with either, or a
-                ``window`` without ``is_causal``.
+                ``window`` without ``is_causal``; a position outside ``0 .. 2**24`` (the integers
+                float32 holds exactly), checked where reading the values waits for nothing: on
+                the CPU, outside ``torch.compile`` (a compiled step or a CUDA one reads none).
 
         Examples:
             >>> model = MHA(20, 4)
@@ -742,14 +747,19 @@ class MHA(nn.Module):
                     ``[batch_size, heads_num, q_len, k_len]``（训练时为 dropout 之后实际用到的
                     权重）。某个查询的键全被屏蔽时（布尔掩码全为 ``False``，或浮点掩码全为
                     ``-inf``；有限的值再小，在任何 dtype 下也只是加到分数上），它的注意力输出为零，
-                    模块在这里的输出就是 ``W_o`` 的偏置。
+                    模块在这里的输出就是 ``W_o`` 的偏置。查询不是有限值（比如权重里有 NaN），或者某个
+                    键头这次新算的键不全是有限值时，两条路径都得到 NaN：PyTorch 的算子在 CPU 上把
+                    分数全是 NaN 的一行当作全被屏蔽的行，给出零，快速路径再把 NaN 加回去，所以这样
+                    的一行即使键全被屏蔽，在快速路径上也是 NaN。
 
             异常：
                 TypeError: 输入、掩码、缓存或 ``positions`` 的类型或 dtype 不对。
                 ValueError: 输入、掩码或 ``positions`` 的形状、设备不对；``cache`` 属于另一个模块，
                     给了 ``context`` 却存着自注意力的键（或者反过来），或者存的上下文批大小、长度
                     与这次不同；没有 ``rope`` 和 ``temperature`` 却给了 ``positions``，有其中之一
-                    却给了 ``context``，或者有 ``window`` 却没有 ``is_causal``。
+                    却给了 ``context``，或者有 ``window`` 却没有 ``is_causal``；某个位置不在
+                    0–``2**24`` 之内（float32 能精确表示的整数）。读取这些值不必等待时才检查：
+                    在 CPU 上、不在 ``torch.compile`` 之下（编译过的一步或者 CUDA 上的一步不读）。
 
         """
         # 检查输入；交叉注意力时，键和值来自 context，否则来自 x 本身
@@ -837,6 +847,12 @@ class MHA(nn.Module):
             q = self.q_norm(q)  # [batch_size, heads_num, q_len, head_size]
             if not reuse:
                 k = self.k_norm(k)  # [batch_size, kv_heads, src_len, head_size]
+        fused = self.fast and not need_weights and self.softcap is None and not self.sinks
+        # 快速路径记下查询和这次新键里不是有限值的地方（0 或 NaN），算完加回输出：逐步计算的路径
+        # 在那里本来就得到 NaN
+        # The fast path notes where the queries and this call's new keys are not finite (0 or
+        # NaN), to add it back to its output: the written-out path gives NaN there by itself
+        nans = self._nans(q, None if reuse else k) if fused else None  # [batch_size, heads_num, q_len, 1]
 
         if self.temperature is not None:
             # Llama 4 的温度调节：位置 p 上的查询乘以 log1p(floor((p + 1) / floor_scale)) * attn_scale + 1，
@@ -897,7 +913,6 @@ class MHA(nn.Module):
                 # 滑动窗口的缓存丢掉了最早的位置：掩码也只留最后 k_len 列
                 # A sliding window's cache dropped the oldest positions: so does the mask
                 attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
-        fused = self.fast and not need_weights and self.softcap is None and not self.sinks
         blocks = False  # each chunk its own call of the fused kernel
         if self.chunk is not None and not chunks_in_mask:
             # Llama 4 的分块注意力：查询只看得到自己那一块里的键，块按位置划分（不是相对距离）
@@ -944,6 +959,11 @@ class MHA(nn.Module):
             if cache is not None:
                 cache.crop(len(cache) - x.size(1) if static else held)
             raise
+        if nans is not None:
+            # 融合算子在 CPU 上把分数全是 NaN 的一行当作被屏蔽的行，给出零：这样的行加回 NaN
+            # The fused kernel on the CPU takes a row whose scores are all NaN for a masked row
+            # and gives zeros: such rows get their NaN back
+            out = out + nans.to(out.dtype)  # [batch_size, heads_num, q_len, head_size]
         if cache is not None and self.window is not None and not static:
             # 滑动窗口：下一次调用的查询看不到更早的位置，缓存只留最近的 window - 1 个
             # Sliding window: the next call's queries see nothing older, so the cache keeps the
@@ -1112,6 +1132,36 @@ class MHA(nn.Module):
             parts.append(rest)
         out = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]  # [batch_size, heads_num, q_len, head_size]
         return out
+
+    def _nans(self, q: Tensor, k: Tensor | None) -> Tensor:
+        """What the fast path adds to its output so that it is NaN where the written-out path's
+        is: 0, or NaN for a query that is not finite, and for every query of a key head whose
+        new keys ``k`` (this call's; ``None`` when it brings none) are not all finite.
+        PyTorch's fused kernel on the CPU takes a row whose scores are all NaN for a fully masked
+        row and gives it zeros, so a NaN weight would go unseen. One sum per query and per key
+        head, no score computed: ``[batch_size, heads_num, q_len, 1]``.
+
+        中文:
+            快速路径加到输出上的量，让输出在逐步计算的路径得到 NaN 的地方也是 NaN：一般是 0；
+            查询不是有限值时为 NaN；某个键头这次新算的键 ``k``（``None`` 表示这次没有新键）不全是
+            有限值时，这个键头的所有查询也为 NaN。PyTorch 在 CPU 上的融合算子把分数全是 NaN 的一行
+            当作全被屏蔽的行，给出零，权重里的 NaN 就这样悄无声息地不见了。每个查询、每个键头各求
+            一次和，不算任何分数：``[batch_size, heads_num, q_len, 1]``。
+        """
+        # 和在至少 float32 里求（半精度的和可能溢出）；有一项不是有限值，和就不是有限值
+        # The sums in at least float32 (a half-precision one could overflow); a term that is not
+        # finite makes the sum not finite
+        dtype = torch.promote_types(q.dtype, torch.float32)
+        sums = q.detach().sum(-1, keepdim=True, dtype=dtype)  # [batch_size, heads_num, q_len, 1]
+        if k is not None:
+            # 每个键头的和加到它那一组查询头的每个查询上
+            # Each key head's sum joins every query of the query heads of its group
+            keys = k.detach().sum((-2, -1), keepdim=True, dtype=dtype)  # [batch_size, kv_heads, 1, 1]
+            sums = sums + self._repeat_kv(keys)  # [batch_size, heads_num, q_len, 1]
+        # s - s：有限值得 0，NaN 或 ±inf 得 NaN
+        # s - s: 0 for a finite s, NaN for NaN or ±inf
+        nans = sums - sums  # [batch_size, heads_num, q_len, 1]
+        return nans
 
     # --8<-- [end:fast]
 

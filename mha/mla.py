@@ -35,7 +35,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha.cache import KVCache
-from mha.checks import _check_flag, _check_length, _check_mask, _check_positions, check_input
+from mha.checks import (
+    _check_flag,
+    _check_length,
+    _check_mask,
+    _check_number,
+    _check_positions,
+    check_input,
+)
 from mha.masks import and_causal, causal_mask, float_mask_as
 from mha.norm import RMSNorm
 from mha.rope import RotaryEmbedding
@@ -174,9 +181,10 @@ class MLA(nn.Module):
         norm_eps: the ``eps`` of the two RMSNorms.
 
     Raises:
-        TypeError: a size is not an ``int``, ``bias`` not a ``bool``.
-        ValueError: a size is not positive, or ``rope`` rotates another width than
-            ``qk_rope_head_dim``.
+        TypeError: a size is not an ``int``, ``bias`` not a ``bool``, ``scale`` or ``norm_eps``
+            not a number.
+        ValueError: a size is not positive, ``scale`` or ``norm_eps`` is not a finite positive
+            number, or ``rope`` rotates another width than ``qk_rope_head_dim``.
 
     中文:
         多头潜在注意力，按 DeepSeek-V2、V3 发表的结构实现。
@@ -201,8 +209,9 @@ class MLA(nn.Module):
             norm_eps: 两个 RMSNorm 的 ``eps``。
 
         异常：
-            TypeError: 尺寸不是 ``int``，``bias`` 不是 ``bool``。
-            ValueError: 尺寸不是正数，或者 ``rope`` 旋转的宽度不等于 ``qk_rope_head_dim``。
+            TypeError: 尺寸不是 ``int``，``bias`` 不是 ``bool``，``scale`` 或 ``norm_eps`` 不是数。
+            ValueError: 尺寸不是正数，``scale`` 或 ``norm_eps`` 不是有限的正数，或者 ``rope``
+                旋转的宽度不等于 ``qk_rope_head_dim``。
     """
 
     def __init__(
@@ -234,6 +243,9 @@ class MLA(nn.Module):
         for name, value in sizes.items():
             _check_length(name, value, positive=True)
         _check_flag("bias", bias)
+        for name, value in (("scale", scale), ("norm_eps", norm_eps)):
+            if value is not None:
+                _check_number(name, value, positive=True, finite=True)
         rope = RotaryEmbedding(qk_rope_head_dim, interleaved=True) if rope is None else rope
         if not isinstance(rope, RotaryEmbedding) or rope.rotary_dims != qk_rope_head_dim:
             raise ValueError(
@@ -304,8 +316,8 @@ class MLA(nn.Module):
                 to ``[batch_size, heads_num, q_len, k_len]``.
             is_causal: apply the lower-right aligned causal mask, on top of ``attn_mask``.
             cache: a [`LatentCache`][mha.mla.LatentCache] to extend and attend over.
-            positions: ``[q_len]`` or ``[batch_size, q_len]``; ``None`` means
-                ``len(cache) + arange(q_len)``.
+            positions: ``[q_len]`` or ``[batch_size, q_len]``, each in ``0 .. 2**24`` (the
+                integers float32 holds exactly); ``None`` means ``len(cache) + arange(q_len)``.
             absorb: fold the key up-projection into the queries and the value up-projection
                 into the output, so the cache's latents are never expanded: the same output.
 
@@ -314,7 +326,10 @@ class MLA(nn.Module):
 
         Raises:
             TypeError: ``x``, the mask or ``positions`` has the wrong type or dtype.
-            ValueError: ``x``, the mask or ``positions`` has the wrong shape or device.
+            ValueError: ``x``, the mask or ``positions`` has the wrong shape or device, or a
+                position on the CPU lies outside ``0 .. 2**24`` (values are read on the CPU only,
+                and not under ``torch.compile``: there reading them would wait for the device or
+                break the graph).
 
         中文:
             让 ``x`` 的每个位置关注 ``x``（以及缓存里）的各个位置。
@@ -326,8 +341,8 @@ class MLA(nn.Module):
                 is_causal: 加上右下对齐的因果掩码，与 ``attn_mask`` 同时生效。
                 cache: 一个 [`LatentCache`][mha.mla.LatentCache]：追加这次的潜在向量，再对全部
                     位置做注意力。
-                positions: ``[q_len]`` 或 ``[batch_size, q_len]``；``None`` 表示
-                    ``len(cache) + arange(q_len)``。
+                positions: ``[q_len]`` 或 ``[batch_size, q_len]``，每个都在 0–``2**24`` 之内
+                    （float32 能精确表示的整数）；``None`` 表示 ``len(cache) + arange(q_len)``。
                 absorb: 把键的升维矩阵并进查询、值的升维矩阵并进输出，缓存里的潜在向量始终不展开：
                     输出相同。
 
@@ -336,7 +351,9 @@ class MLA(nn.Module):
 
             异常：
                 TypeError: ``x``、掩码或 ``positions`` 的类型或 dtype 不对。
-                ValueError: ``x``、掩码或 ``positions`` 的形状或设备不对。
+                ValueError: ``x``、掩码或 ``positions`` 的形状或设备不对，或者 CPU 上的某个位置
+                    不在 0–``2**24`` 之内（只在 CPU 上、不在 ``torch.compile`` 之下读取这些值：
+                    别处读取要等设备，或者会打断计算图）。
         """
         check_input(x, self.hidden_size, self.W_dkv.weight)
         _check_flag("is_causal", is_causal)
