@@ -1,7 +1,7 @@
 """``mha.interop.from_hf``: our MHA equals transformers' attention of the Llama family's layout
 (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma, Gemma 2, Gemma 3, Granite,
 GLM-4, gpt-oss, Qwen3-Next's full-attention layers, SmolLM3's and Llama 4's layers without
-rotation, OLMo 2, Phi-3), our MLA
+rotation, OLMo 2, Phi-3, StarCoder2, OLMo 3, GLM-4.5, Cohere, Nemotron, Qwen3.5), our MLA
 DeepSeek-V2's and V3's; the layers that differ are refused, naming what differs.
 
 The contract (issue 18): ``m = from_hf(module)``; ``m(x, is_causal=True)`` equals the module's
@@ -59,6 +59,11 @@ from transformers import (  # noqa: E402
     Qwen3NextConfig,
     SmolLM3Config,
 )
+from transformers.models.cohere.modeling_cohere import (  # noqa: E402
+    CohereAttention,
+    CohereConfig,
+    CohereRotaryEmbedding,
+)
 from transformers.models.gemma.modeling_gemma import GemmaAttention  # noqa: E402
 from transformers.models.gemma2.modeling_gemma2 import (  # noqa: E402
     Gemma2Attention,
@@ -69,6 +74,11 @@ from transformers.models.gemma3.modeling_gemma3 import (  # noqa: E402
     Gemma3RotaryEmbedding,
 )
 from transformers.models.glm4.modeling_glm4 import Glm4Attention, Glm4RotaryEmbedding  # noqa: E402
+from transformers.models.glm4_moe.modeling_glm4_moe import (  # noqa: E402
+    Glm4MoeAttention,
+    Glm4MoeConfig,
+    Glm4MoeRotaryEmbedding,
+)
 from transformers.models.gpt_oss.modeling_gpt_oss import (  # noqa: E402
     GptOssAttention,
     GptOssRotaryEmbedding,
@@ -84,11 +94,26 @@ from transformers.models.llama4.modeling_llama4 import (  # noqa: E402
 )
 from transformers.models.mistral.modeling_mistral import MistralAttention  # noqa: E402
 from transformers.models.mixtral.modeling_mixtral import MixtralAttention  # noqa: E402
+from transformers.models.nemotron.modeling_nemotron import (  # noqa: E402
+    NemotronAttention,
+    NemotronConfig,
+    NemotronRotaryEmbedding,
+)
 from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention  # noqa: E402
+from transformers.models.olmo3.modeling_olmo3 import (  # noqa: E402
+    Olmo3Attention,
+    Olmo3Config,
+    Olmo3RotaryEmbedding,
+)
 from transformers.models.phi3.modeling_phi3 import Phi3Attention, Phi3RotaryEmbedding  # noqa: E402
 from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention  # noqa: E402
 from transformers.models.qwen2_moe.modeling_qwen2_moe import Qwen2MoeAttention  # noqa: E402
 from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention  # noqa: E402
+from transformers.models.qwen3_5.modeling_qwen3_5 import (  # noqa: E402
+    Qwen3_5Attention,
+    Qwen3_5TextConfig,
+    Qwen3_5TextRotaryEmbedding,
+)
 from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeAttention  # noqa: E402
 from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
     Qwen3NextAttention,
@@ -97,6 +122,10 @@ from transformers.models.qwen3_next.modeling_qwen3_next import (  # noqa: E402
 from transformers.models.smollm3.modeling_smollm3 import (  # noqa: E402
     SmolLM3Attention,
     SmolLM3RotaryEmbedding,
+)
+from transformers.models.starcoder2.modeling_starcoder2 import (  # noqa: E402
+    Starcoder2Attention,
+    Starcoder2Config,
 )
 
 from mha.full import MHA, KVCache, padding_mask  # noqa: E402
@@ -119,13 +148,20 @@ def assert_matches(actual: torch.Tensor, expected: torch.Tensor, msg: str | None
 
 class Gemma3Tables:
     """Gemma 3's rotary embedding, giving the tables of layer 0's type (a local base on sliding
-    layers, the global one on full layers), called as the others are: ``(x, positions)``."""
+    layers, the global one on full layers), called as the others are: ``(x, positions)``; OLMo 3's
+    makes its tables by layer type too (``Olmo3Tables``)."""
+
+    rotary_class = Gemma3RotaryEmbedding
 
     def __init__(self, config):
-        self.rotary, self.layer_type = Gemma3RotaryEmbedding(config), config.layer_types[0]
+        self.rotary, self.layer_type = self.rotary_class(config), config.layer_types[0]
 
     def __call__(self, x, positions):
         return self.rotary(x, positions, self.layer_type)
+
+
+class Olmo3Tables(Gemma3Tables):
+    rotary_class = Olmo3RotaryEmbedding
 
 
 # Each family: its config, its attention, its model's rotary embedding (Llama's tables are every
@@ -152,18 +188,26 @@ FAMILIES = {
     # Llama 4's other layers: rotating (interleaved pairs), chunked, a q/k norm without a weight
     "llama4_chunked": (Llama4TextConfig, Llama4TextAttention, Llama4TextRotaryEmbedding),
     "phi3": (Phi3Config, Phi3Attention, Phi3RotaryEmbedding),
+    # the families whose no-op and copied attributes from_hf accepts by value (issue 44)
+    "starcoder2": (Starcoder2Config, Starcoder2Attention, LlamaRotaryEmbedding),
+    "olmo3": (Olmo3Config, Olmo3Attention, Olmo3Tables),
+    "glm4_moe": (Glm4MoeConfig, Glm4MoeAttention, Glm4MoeRotaryEmbedding),
+    "cohere": (CohereConfig, CohereAttention, CohereRotaryEmbedding),
+    "nemotron": (NemotronConfig, NemotronAttention, NemotronRotaryEmbedding),
+    "qwen3_5": (Qwen3_5TextConfig, Qwen3_5Attention, Qwen3_5TextRotaryEmbedding),
 }
 # Where each family's window is set (the others have none): the config's sliding_window on every
 # layer, or Qwen's sliding layers (use_sliding_window; Qwen2-MoE counts them from the other end).
-WINDOW_IN_CONFIG = ("mistral", "mixtral", "qwen3_moe")
+WINDOW_IN_CONFIG = ("mistral", "mixtral", "qwen3_moe", "starcoder2")
 SLIDING_LAYERS = {"qwen2": dict(max_window_layers=0), "qwen3": dict(max_window_layers=0)}
 SLIDING_LAYERS["qwen2_moe"] = dict(max_window_layers=64)
 # Gemma 2 and 3, and gpt-oss, alternate sliding and full layers (their config's layer_types):
 # layer 0 is built sliding when the case has a window, full otherwise
 GEMMAS = ("gemma2", "gemma3")
-LAYER_TYPES = (*GEMMAS, "gpt_oss")
+LAYER_TYPES = (*GEMMAS, "gpt_oss", "olmo3")
 # The families whose config's attention_bias puts a bias on all four projections (and those below)
 BIASED = ("llama", "qwen3", "qwen3_moe", "gemma", "granite", "smollm3", "llama4", "llama4_chunked")
+BIASED += ("cohere", "nemotron", "qwen3_5")
 # SmolLM3's layer here is one of its NoPE layers (no_rope_layers 0: no rotation), which slide
 # when its config's use_sliding_window is on
 # Llama 4's chunked layer takes the drawn window as its attention_chunk_size (CHUNK without one)
@@ -180,7 +224,7 @@ GRANITE_MULTIPLIER, GLM4_PARTIAL = 0.3, 0.5
 # the factor at 1 on the positions here, 2 changes it every other position
 LLAMA4_TEMPERATURE = (0.5, 2)  # its config takes floor_scale as an int
 # The families that rotate part of each head (GLM-4 in interleaved pairs, Qwen3-Next in halves)
-PARTIAL = ("glm4", "qwen3_next")
+PARTIAL = ("glm4", "qwen3_next", "glm4_moe", "nemotron", "qwen3_5")
 # The rope_parameters drawn: each scaling real configs use, at sizes where it changes something
 # (a trained context of 16 positions, shorter than the lengths drawn beyond it).
 ROPES = {
@@ -294,7 +338,9 @@ def build(
         options["attention_multiplier"] = GRANITE_MULTIPLIER
     if family in PARTIAL:
         options["rope_parameters"]["partial_rotary_factor"] = partial
-    if family == "qwen3_next":  # one full-attention layer (its config's default head_dim is 256)
+    if family == "starcoder2":  # its biases, on all four projections
+        options["use_bias"] = bias
+    if family in ("qwen3_next", "qwen3_5"):  # one full-attention layer (default head_dim: 256)
         options.update(num_hidden_layers=1, layer_types=["full_attention"])
         options.setdefault("head_dim", 24 // heads)
     if family == "smollm3":  # one layer, without rotation
@@ -338,7 +384,9 @@ def build(
 
 
 def window_of(module) -> int | None:
-    if isinstance(module, MistralAttention | MixtralAttention):  # no attribute: the config's
+    if isinstance(
+        module, MistralAttention | MixtralAttention | Starcoder2Attention
+    ):  # the config's
         return module.config.sliding_window
     return getattr(module, "sliding_window", None)
 
@@ -533,7 +581,7 @@ def assert_prefill_then_decoding_equal(c: dict) -> None:
 # The families whose layer rotates in float32 whatever its input's dtype (Llama 4's
 # apply_rotary_emb, as DeepSeek-V2's: .float(), complex numbers), so that in float64 their
 # output carries float32's rounding
-ROTATES_IN_FLOAT32 = ("llama4_chunked",)
+ROTATES_IN_FLOAT32 = ("llama4_chunked", "cohere")  # Cohere's apply_rotary_pos_emb: .float()
 
 
 def assert_rotated_in_float32_matches(actual, expected, msg=None):
@@ -596,14 +644,25 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     biased = {n for n in names if getattr(m, n).bias is not None}
     qkv = {"W_q", "W_k", "W_v"}
     assert biased == {"mistral": set(), "mixtral": set(), "phi3": set()}.get(
-        family, qkv if family in ("qwen2", "qwen2_moe", "glm4") else set(names)
+        family, qkv if family in ("qwen2", "qwen2_moe", "glm4", "glm4_moe") else set(names)
     )
     assert (m.q_norm is not None) == (
-        family in ("qwen3", "qwen3_moe", "gemma3", "qwen3_next", "olmo2", "llama4_chunked")
+        family
+        in (
+            "qwen3",
+            "qwen3_moe",
+            "gemma3",
+            "qwen3_next",
+            "olmo2",
+            "llama4_chunked",
+            "olmo3",
+            "qwen3_5",
+        )
     )
     # Gemma 3's and Qwen3-Next's (1 + w), OLMo 2's of the whole projection, Llama 4's without a
     # weight (after the rotation)
     flavours = {"gemma3": "gemma", "qwen3_next": "gemma", "olmo2": "projection"}
+    flavours.update(qwen3_5="gemma", olmo3="projection")
     flavours["llama4_chunked"] = "weightless"
     assert m.qk_norm == flavours.get(family, m.q_norm is not None)
     assert m.window == (5 if family in WINDOWED and family != "llama4_chunked" else None)
@@ -615,11 +674,13 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
     assert m.sinks == (family == "gpt_oss")  # one learned logit per head, copied exactly
     assert m.sink_logits is None or torch.equal(m.sink_logits, theirs["sinks"])
     # Qwen3-Next's gate: q_proj's rows as they are, each head's query then its gate
-    assert m.gate == (family == "qwen3_next")
+    assert m.gate == (family in ("qwen3_next", "qwen3_5"))
     assert m.temperature == (LLAMA4_TEMPERATURE if family == "llama4" else None)  # NoPE layers'
     assert m.W_q.out_features == (2 if m.gate else 1) * 4 * d
     if family == "gemma3":  # layer 0 slides: its rotation is the local one
         assert (m.rope.base, m.rope.scaling) == (GEMMA3_LOCAL_BASE, None)
+    elif family == "olmo3":  # layer 0 slides: OLMo 3 scales the rotation of its full layers only
+        assert m.rope.scaling is None
     elif family in ("smollm3", "llama4"):  # NoPE layers: no rotation, whatever rope_parameters say
         assert m.rope is None
         return
@@ -627,7 +688,10 @@ def test_weights_are_copied_exactly_and_each_family_switches_on_its_options(fami
         assert m.rope.scaling["rope_type"] == ("longrope" if family == "phi3" else "llama3")
     # GLM-4 rotates the first half of each head, in interleaved pairs; Qwen3-Next in halves;
     # Llama 4 the whole head in interleaved pairs (its complex numbers)
+    # GLM-4.5, Nemotron and Qwen3.5 half or a quarter in pairs of halves, Cohere whole heads
+    # interleaved
     rotation = {"glm4": (4, True), "qwen3_next": (4, False), "llama4_chunked": (d, True)}
+    rotation.update(glm4_moe=(4, False), nemotron=(4, False), qwen3_5=(4, False), cohere=(d, True))
     rotation = rotation.get(family, (d, False))
     assert (m.rope.rotary_dims, m.rope.interleaved) == rotation
 
