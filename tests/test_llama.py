@@ -284,12 +284,13 @@ def test_from_hf_refuses_a_mixture_of_experts_saying_so():
         ),
         (
             LlamaConfig(
-                **SIZES, rope_parameters={"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}
+                **SIZES,
+                rope_parameters={"rope_type": "proportional", "rope_theta": 1e4, "factor": 2.0},
             ),
-            "the config's rope_type is 'linear'; mha.rope implements ",
+            "the config's rope_type is 'proportional'; mha.rope implements ",
         ),
     ],
-    ids=["gelu", "mlp-bias", "rope-linear"],
+    ids=["gelu", "mlp-bias", "rope-proportional"],
 )
 def test_from_hf_refuses_a_config_it_cannot_express(config, message):
     with pytest.raises(ValueError, match="^" + re.escape(message)):
