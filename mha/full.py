@@ -82,6 +82,12 @@ PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")
 # The flavours of q/k norm named by a string (True is Qwen3's): Gemma 3's, OLMo 2's, Llama 4's
 QK_NORMS = ("gemma", "projection", "weightless")
 _BIAS_SAID = {(): False, PROJECTIONS: True}  # how print shows MHA.bias, a tuple of names
+# PyTorch's fused kernel on the CPU gives zeros for a row whose scores are all NaN only when the
+# call has fewer keys than one vector of lanes: measured with torch 2.13 on an AVX2 CPU, k_len <= 7
+# in float32, bfloat16 and float16, <= 3 in float64, and NaN itself from 8 keys on (an AVX-512 CPU
+# has twice the lanes: <= 15). The fast path checks for NaN below this many keys, four times the
+# widest vector, and runs the bare kernel from here on (decoding over a long cache, long prompts)
+NAN_CHECKED_BELOW = 64
 
 
 def _check_qk_norm(qk_norm: object) -> None:
@@ -683,9 +689,10 @@ class MHA(nn.Module):
                 value, however negative, is added to the scores in every dtype) gets a zero
                 attention output, so its output is ``W_o``'s bias. A query that is not finite
                 (a NaN weight, say), or a key head whose new keys are not, gives NaN on both
-                paths: the fast path adds it back where PyTorch's kernel gave zeros (on the CPU it
-                takes a row of NaN scores for a fully masked one), so such a row is NaN there
-                even when its keys are all masked.
+                paths: the fast path adds it back where PyTorch's kernel may give zeros (on the
+                CPU, with fewer than ``NAN_CHECKED_BELOW`` keys, it takes a row of NaN scores for
+                a fully masked one), so such a row is NaN there even when its keys are all
+                masked; with more keys the kernel gives NaN itself and nothing is added.
 
         Raises:
             TypeError: an input, the mask, the cache or ``positions`` has the wrong type or dtype.
@@ -748,9 +755,10 @@ class MHA(nn.Module):
                     权重）。某个查询的键全被屏蔽时（布尔掩码全为 ``False``，或浮点掩码全为
                     ``-inf``；有限的值再小，在任何 dtype 下也只是加到分数上），它的注意力输出为零，
                     模块在这里的输出就是 ``W_o`` 的偏置。查询不是有限值（比如权重里有 NaN），或者某个
-                    键头这次新算的键不全是有限值时，两条路径都得到 NaN：PyTorch 的算子在 CPU 上把
-                    分数全是 NaN 的一行当作全被屏蔽的行，给出零，快速路径再把 NaN 加回去，所以这样
-                    的一行即使键全被屏蔽，在快速路径上也是 NaN。
+                    键头这次新算的键不全是有限值时，两条路径都得到 NaN：在 CPU 上键少于
+                    ``NAN_CHECKED_BELOW`` 个时，PyTorch 的算子把分数全是 NaN 的一行当作全被屏蔽的
+                    行，给出零，快速路径再把 NaN 加回去，所以这样的一行即使键全被屏蔽，在快速路径上
+                    也是 NaN；键更多时算子自己就给出 NaN，什么也不加。
 
             异常：
                 TypeError: 输入、掩码、缓存或 ``positions`` 的类型或 dtype 不对。
@@ -848,11 +856,9 @@ class MHA(nn.Module):
             if not reuse:
                 k = self.k_norm(k)  # [batch_size, kv_heads, src_len, head_size]
         fused = self.fast and not need_weights and self.softcap is None and not self.sinks
-        # 快速路径记下查询和这次新键里不是有限值的地方（0 或 NaN），算完加回输出：逐步计算的路径
-        # 在那里本来就得到 NaN
-        # The fast path notes where the queries and this call's new keys are not finite (0 or
-        # NaN), to add it back to its output: the written-out path gives NaN there by itself
-        nans = self._nans(q, None if reuse else k) if fused else None  # [batch_size, heads_num, q_len, 1]
+        # 这次调用新算的键（缓存里的键接上来之前）
+        # This call's keys, before the cache's join them
+        new_keys = None if reuse else k  # [batch_size, kv_heads, src_len, head_size]
 
         if self.temperature is not None:
             # Llama 4 的温度调节：位置 p 上的查询乘以 log1p(floor((p + 1) / floor_scale)) * attn_scale + 1，
@@ -932,6 +938,15 @@ class MHA(nn.Module):
             )
             if chunks is not None and not blocks:
                 attn_mask = chunks if attn_mask is None else and_causal(attn_mask, chunks)  # [..., q_len, k_len]
+
+        nans = None
+        if fused and self._kernel_may_zero_nans(q, k.size(2), blocks):
+            # 快速路径记下查询和这次新键里不是有限值的地方（0 或 NaN），算完加回输出：逐步计算的路径
+            # 在那里本来就得到 NaN（只在 CPU 上、键少于 NAN_CHECKED_BELOW 个时，算子才会给出零）
+            # The fast path notes where the queries and this call's new keys are not finite (0 or
+            # NaN), to add it back to its output: the written-out path gives NaN there by itself
+            # (only on the CPU with fewer than NAN_CHECKED_BELOW keys may the kernel give zeros)
+            nans = self._nans(q, new_keys)  # [batch_size, heads_num, q_len, 1]
 
         try:
             if blocks:
@@ -1133,18 +1148,45 @@ class MHA(nn.Module):
         out = torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]  # [batch_size, heads_num, q_len, head_size]
         return out
 
-    def _nans(self, q: Tensor, k: Tensor | None) -> Tensor:
-        """What the fast path adds to its output so that it is NaN where the written-out path's
-        is: 0, or NaN for a query that is not finite, and for every query of a key head whose
-        new keys ``k`` (this call's; ``None`` when it brings none) are not all finite.
-        PyTorch's fused kernel on the CPU takes a row whose scores are all NaN for a fully masked
-        row and gives it zeros, so a NaN weight would go unseen. One sum per query and per key
-        head, no score computed: ``[batch_size, heads_num, q_len, 1]``.
+    def _kernel_may_zero_nans(self, q: Tensor, k_len: int, blocks: bool) -> bool:
+        """Whether a call of PyTorch's fused kernel may give zeros where the written-out path
+        gives NaN: on the CPU, when a call of the kernel has fewer than ``NAN_CHECKED_BELOW``
+        keys (``k_len``, or with ``blocks`` the shortest chunk). There the kernel takes a row
+        whose scores are all NaN for a fully masked row when the call has fewer keys than one
+        vector of lanes; from ``NAN_CHECKED_BELOW`` keys on it gives NaN itself and nothing is
+        added (decoding over a long cache, a long prompt). A ``bool`` from shapes and the
+        device only, so ``torch.compile`` guards on it rather than breaking the graph.
 
         中文:
-            快速路径加到输出上的量，让输出在逐步计算的路径得到 NaN 的地方也是 NaN：一般是 0；
-            查询不是有限值时为 NaN；某个键头这次新算的键 ``k``（``None`` 表示这次没有新键）不全是
-            有限值时，这个键头的所有查询也为 NaN。PyTorch 在 CPU 上的融合算子把分数全是 NaN 的一行
+            PyTorch 的融合算子会不会在逐步计算的路径得到 NaN 的地方给出零：在 CPU 上，算子的一次
+            调用里键少于 ``NAN_CHECKED_BELOW`` 个时（``k_len``；``blocks`` 时看最短的一块）。
+            一次调用的键比一个向量的通道数还少时，算子把分数全是 NaN 的一行当作全被屏蔽的行；
+            键有 ``NAN_CHECKED_BELOW`` 个或更多时，它自己就给出 NaN，什么也不用加（长缓存上的
+            解码、长提示）。结果只看形状和设备，``torch.compile`` 为它加一个守卫条件，不必断开
+            计算图。
+        """
+        if q.device.type != "cpu":
+            return False
+        if blocks:
+            # 每一块各调用一次算子：最短的是最后不满一块的部分（若有）
+            # One call per chunk: the shortest is the part of a chunk left at the end, if any
+            k_len = k_len % self.chunk or self.chunk
+        return k_len < NAN_CHECKED_BELOW
+
+    def _nans(self, q: Tensor, k: Tensor | None) -> Tensor:
+        """What the fast path adds to its output, where ``_kernel_may_zero_nans``, so that it is
+        NaN where the written-out path's is: 0, or NaN for a query that is not finite, and for
+        every query of a key head whose new keys ``k`` (this call's; ``None`` when it brings
+        none) are not all finite. PyTorch's fused kernel on the CPU takes a row whose scores are
+        all NaN for a fully masked row and gives it zeros when the call has fewer keys than one
+        vector of lanes, so a NaN weight would go unseen. One sum per query and per key head, no
+        score computed: ``[batch_size, heads_num, q_len, 1]``.
+
+        中文:
+            在 ``_kernel_may_zero_nans`` 成立时，快速路径加到输出上的量，让输出在逐步计算的路径
+            得到 NaN 的地方也是 NaN：一般是 0；查询不是有限值时为 NaN；某个键头这次新算的键
+            ``k``（``None`` 表示这次没有新键）不全是有限值时，这个键头的所有查询也为 NaN。一次
+            调用的键比一个向量的通道数还少时，PyTorch 在 CPU 上的融合算子把分数全是 NaN 的一行
             当作全被屏蔽的行，给出零，权重里的 NaN 就这样悄无声息地不见了。每个查询、每个键头各求
             一次和，不算任何分数：``[batch_size, heads_num, q_len, 1]``。
         """

@@ -8,7 +8,9 @@ the projections and ``W_o`` (a result that shares no storage with the operation'
 four ``addmm`` of ``W_q``, ``W_k``, ``W_v``, ``W_o`` are the same on both paths and left out),
 its operation, its shape and its bytes as a bar on one scale for both paths; the tensors ending
 in ``q_len``, ``k_len`` in the accent colour. Shapes and bytes do not depend on the values drawn,
-only on the sizes and the path.
+only on the sizes and the path. The page's 7 keys are fewer than ``NAN_CHECKED_BELOW``: on the
+CPU the fast path makes the NaN check's tensors too (``MHA._nans``), one number per query each,
+and adds them to the kernel's output.
 
 What each tensor is (the copy of ``q`` that ``matmul`` makes, the scores, ...) is written from
 the written-out path's code, in the order it runs; a recording in another order fails the build
@@ -42,9 +44,16 @@ MEANINGS = {
         ("bmm", "the weighted sum of v", "v 的加权和"),
         ("clone", ".contiguous(), to merge the heads", "合并各头之前的 .contiguous()"),
     ],
+    # the fast path on the CPU with fewer keys than NAN_CHECKED_BELOW: the flash kernel, and
+    # around it the NaN check (MHA._nans), one number per query, added to the kernel's output
     "fast": [
+        ("sum", "NaN check: each query's sum", "NaN 检查：每个查询的和"),
+        ("sum", "NaN check: each key head's sum", "NaN 检查：每个键头的和"),
+        ("add", "NaN check: the two sums added", "NaN 检查：两个和相加"),
+        ("sub", "NaN check: sum − sum, zero or NaN", "NaN 检查：和减和，零或 NaN"),
         (f"{FLASH}.output", "the output", "输出"),
         (f"{FLASH}.logsumexp", "one per query: m + log ℓ", "每个查询一个数：m + log ℓ"),
+        ("add", "the output, the NaN check added", "输出加上 NaN 检查的结果"),
     ],
 }
 BAR_MAX = 150  # the widest bar, for the largest tensor of both paths
@@ -133,13 +142,13 @@ def fast_memory_picture(language: str, shown: dict | None = None) -> str:
         f"{shape_text(X_SHAPE)} and a context of {k_len} positions: written out, "
         f"{counts['written']} tensors, {total('written')} bytes, {scores_bytes} of them in "
         f"tensors of q_len × k_len = {q_len} × {k_len} per head (the scores, the scaled scores, "
-        f"the weights); SDPA's flash kernel, {counts['fast']} tensors, {total('fast')} bytes, "
-        "none of them q_len × k_len",
+        f"the weights); SDPA's flash kernel and the NaN check, {counts['fast']} tensors, "
+        f"{total('fast')} bytes, none of them q_len × k_len",
         f"MHA({HIDDEN}, {HEADS}) 对 x {shape_text(X_SHAPE)} 和 {k_len} 个位置的上下文调用一次，"
         f"每条路径分配的张量：逐步计算的路径 {counts['written']} 个张量、{total('written')} 字节，"
         f"其中 {scores_bytes} 字节是每个头 q_len × k_len = {q_len} × {k_len} 的张量（注意力分数、"
-        f"缩放后的注意力分数、注意力权重）；SDPA 的 flash 算子 {counts['fast']} 个张量、"
-        f"{total('fast')} 字节，没有一个是 q_len × k_len",
+        f"缩放后的注意力分数、注意力权重）；SDPA 的 flash 算子和 NaN 检查 {counts['fast']} 个"
+        f"张量、{total('fast')} 字节，没有一个是 q_len × k_len",
     )
     svg = style.Svg("fast-memory", title)
     svg.text(
@@ -166,7 +175,7 @@ def fast_memory_picture(language: str, shown: dict | None = None) -> str:
         ),
         "fast": (
             "fast=True",
-            tr(language, "SDPA's flash kernel", "SDPA 的 flash 算子"),
+            tr(language, "fast path", "快速路径"),
         ),
     }
     for path in ("written", "fast"):

@@ -13,9 +13,10 @@ import torch
 from support import raised_in_mha
 from torch._dynamo.testing import CompileCounter
 
-from mha.full import MHA, KVCache
+from mha.full import MHA, NAN_CHECKED_BELOW, KVCache
 from mha.mla import MLA
 from mha.rope import RotaryEmbedding
+from mha_site.pictures_fast import NewTensors
 
 MOST = 2**24  # float32 holds every integer up to here exactly, and 2**24 + 1 not
 
@@ -81,6 +82,49 @@ def test_the_nan_check_compiles_with_fullgraph_and_gives_nan():
     m.W_k.weight.data[0, 0] = float("nan")
     compiled = torch.compile(m, fullgraph=True, backend="eager")  # a graph break raises here
     assert compiled(torch.randn(2, 5, 20)).isnan().any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_the_fast_path_gives_nan_for_a_nan_key_weight_at_every_key_count(dtype):
+    # The kernel gives zeros below one vector of lanes (8 keys in float32 on AVX2, 4 in float64,
+    # twice that on AVX-512) and NaN itself from there: the check covers the short calls, the
+    # kernel the long ones, and nothing falls between
+    torch.manual_seed(0)
+    m = MHA(16, 4).to(dtype).eval()
+    m.W_k.weight.data[0, 0] = float("nan")  # every key of head 0 NaN
+    x = torch.randn(1, 80, 16, dtype=dtype)
+    finite = [k_len for k_len in range(1, 81) if not m(x[:, :k_len]).isnan().any()]
+    assert finite == [], finite
+
+
+def test_the_shortest_chunk_of_a_chunked_call_is_checked_for_nan():
+    # 69 positions with chunks of 64: the kernel's last call has 5 keys, where it gives zeros
+    torch.manual_seed(0)
+    m = MHA(16, 4, chunk=64).eval()
+    m.W_k.weight.data[0, 0] = float("nan")
+    out = m(torch.randn(1, 69, 16), is_causal=True)
+    assert out.isnan().any(-1).all()
+
+
+def no_check(*_):
+    raise AssertionError("the NaN check ran")
+
+
+@pytest.mark.parametrize("cached", [0, NAN_CHECKED_BELOW - 1], ids=["prompt", "decoding"])
+def test_a_call_with_nan_checked_below_keys_or_more_runs_the_bare_kernel(cached):
+    torch.manual_seed(0)
+    m = MHA(20, 4, kv_heads=2).eval()
+    cache = KVCache()
+    if cached:
+        m(torch.randn(1, cached, 20), is_causal=True, cache=cache)
+    x = torch.randn(1, NAN_CHECKED_BELOW - cached, 20)  # NAN_CHECKED_BELOW keys in all
+    m._nans = no_check  # the check is not made: no sum, no tensor added
+    with torch.no_grad(), NewTensors() as seen:
+        m(x, is_causal=True, cache=cache)
+    assert not {"sum", "sub"} & {op for op, *_ in seen.tensors}, seen.tensors
+    one_fewer = torch.randn(1, NAN_CHECKED_BELOW - 1, 20)  # one key fewer: checked
+    with pytest.raises(AssertionError, match="the NaN check ran"):
+        m(one_fewer, is_causal=True)
 
 
 # ---- scale: a finite positive number ------------------------------------------------------------

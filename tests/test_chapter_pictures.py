@@ -217,8 +217,13 @@ def check_fast_memory(svg: ET.Element, page: dict) -> None:
     written = [int(m[1]) for t in labels(svg) if (m := re.fullmatch(r"(\d+) (?:bytes|字节)", t))]
     assert written == [b for *_, b in rows], written
     flash = page["flash"]
-    assert [op for op, *_ in paths[1]] == [flash, flash], paths[1]
-    ops = [op for op, *_ in paths[0]] + ["output", "logsumexp"]
+    # the fast path: the flash kernel's two results, and the NaN check's sums around them (the
+    # page's 7 keys are fewer than NAN_CHECKED_BELOW), each one number per query or key head
+    checked = ["sum", "sum", "add", "sub", flash, flash, "add"]
+    assert [op for op, *_ in paths[1]] == checked, paths[1]
+    assert all(s.endswith(", 1]") for op, s, _ in paths[1][:4]), paths[1]
+    results = iter(["output", "logsumexp"])  # the flash kernel's results by their names
+    ops = [op for op, *_ in paths[0]] + [next(results) if op == flash else op for op in checked]
     bold = [t.text for t in svg.iter(f"{SVG}text") if t.get("font-weight") == "bold"]
     assert [b for b in bold if b in ops] == ops, bold
     # every number written: x's shape, k_len, each path's count and total, the rows, the lengths

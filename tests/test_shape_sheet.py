@@ -14,11 +14,11 @@ from mha_site import shape_sheet
 
 def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_todays_options():
     """The sheet's calls take the math path with boolean masks and the 2017 layer's options: the
-    rows left out are exactly the lines of the fast path (``_attend_fast``), of a float mask, and
-    of today's options (q/k norm, rotary embeddings, a sliding window's cache and its call longer
-    than max_len, a given scale, a soft-cap, sinks, norms of the projections, a gate, a
-    temperature, chunks and the norm without a weight) and of a static cache, which their own
-    chapter traces."""
+    rows left out are exactly the lines of the fast path (``_attend_fast``, the NaN check
+    ``_nans``), of a float mask, and of today's options (q/k norm, rotary embeddings, a sliding
+    window's cache and its call longer than max_len, a given scale, a soft-cap, sinks, norms of
+    the projections, a gate, a temperature, chunks and the norm without a weight) and of a static
+    cache, which their own chapter traces."""
     source = inspect.getsource(mha.full)
     found, _ = assignments(source)
     lines = source.splitlines()
@@ -45,14 +45,17 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "chunks if attn_mask is None else and_causal(attn_mask, chunks)",  # Llama 4's chunks
         "float_mask_as(attn_mask, q.dtype)",
         "held_mask(at, cache.max_len, is_causal=is_causal, window=self.window)",
+        "k.detach().sum((-2, -1), keepdim=True, dtype=dtype)",  # the fast path's NaN check
         "k[:, :, :whole].unflatten(2, (n_chunks, size)).transpose(1, 2).flatten(0, 1)",
         "k_at + shift",  # Llama 4's chunks
         "k_at[k_len - q_len :]",  # Llama 4's chunks
         'mask != float("-inf")',
         "out * torch.sigmoid(gate)",  # Qwen3-Next's gate
+        "out + nans.to(out.dtype)",  # the fast path's NaN check
         "out.unflatten(0, (q.size(0), n_chunks)).transpose(1, 2).flatten(2, 3)",  # Llama 4's chunks
         "positions",  # Llama 4's chunks
         "positions[..., -1:] - q_at[-1]",  # Llama 4's chunks
+        "q.detach().sum(-1, keepdim=True, dtype=dtype)",  # the fast path's NaN check
         "q[:, :, :whole].unflatten(2, (n_chunks, size)).transpose(1, 2).flatten(0, 1)",
         "q_at + shift",  # Llama 4's chunks
         "qg[..., : self.head_size].reshape(x.size(0), x.size(1), -1)",
@@ -63,6 +66,7 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "self._attend_in_chunks(q, k, v)",  # Llama 4's chunks
         "self._chunks(",  # Llama 4's chunks
         "self._mask(attn_mask, is_causal, q, k)",
+        "self._nans(q, new_keys)",  # the fast path's NaN check
         "self.k_norm(k)",
         "self.k_norm(k)",  # OLMo 2's norm of the whole projection
         "self.k_norm(k)",  # Llama 4's, without a weight
@@ -72,6 +76,8 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "self.rope.rotate(k, *turns)",
         "self.rope.rotate(q, *turns)",
         "self.sink_logits.to(dtype).view(1, -1, 1, 1).expand(*qk.shape[:-1], 1)",  # gpt-oss's sinks
+        "sums + self._repeat_kv(keys)",  # the fast path's NaN check
+        "sums - sums",  # the fast path's NaN check
         "torch.arange(end - k_len, end, device=self.W_q.weight.device)",  # Llama 4's chunks
         "torch.arange(held, held + x.size(1), device=x.device)",
         "torch.arange(held, held + x.size(1), device=x.device)",  # Llama 4's temperature
@@ -80,7 +86,7 @@ def test_every_commented_tensor_has_a_row_but_the_fast_path_float_masks_and_toda
         "torch.cat([held_values, v], dim=2)",
         "torch.cat([qk, sink], dim=-1)",
         "torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]",  # Llama 4's chunks
-        "torch.log1p(torch.floor((positions.float() + 1.0) / floor_scale)) * attn_scale + 1.0",
+        "torch.log1p(torch.floor((index.float() + 1.0) / floor_scale)) * attn_scale + 1.0",
         "torch.matmul(q.to(dtype), k.transpose(-2, -1)) * self.scale",
         "torch.softmax(qk, dim=-1)[..., :-1].to(q.dtype)",
         "torch.tanh(qk / self.softcap) * self.softcap",  # Gemma 2's soft-cap
