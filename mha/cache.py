@@ -450,7 +450,7 @@ class KVCache:
 
         中文:
             只留正在进行的那一块的位置，外加 ``rollback`` 个：分块的 ``MHA.forward``
-            （``MHA(chunk=size)``，Llama 4 的分块注意力）每次调用之后调用它。查询只看得到自己那一块
+            （``MHA(chunk=size)``，Llama 4 的块内注意力）每次调用之后调用它。查询只看得到自己那一块
             （``size`` 个位置）里的键，所以写完的一块就释放掉：留下 ``len(cache) % size`` 个位置，
             一块刚结束时一个也不留。
 

@@ -406,7 +406,7 @@ class MHA(nn.Module):
             window: 滑动窗口注意力（Mistral）：与 ``is_causal`` 一起使用时，每个查询只看最近的
                 ``window`` 个位置（包括它自己）；缓存在每次调用之后也只保留最近的 ``window - 1``
                 个位置。
-            chunk: 分块注意力（Llama 4 的 ``attention_chunk_size``）：与 ``is_causal`` 一起使用时，
+            chunk: 块内注意力（Llama 4 的 ``attention_chunk_size``）：与 ``is_causal`` 一起使用时，
                 位置按 ``chunk`` 个一块划分（0–``chunk - 1``、``chunk`` 起……），查询只看得到自己
                 那一块里、不晚于自己的键；缓存释放每个写完的块，调用之后只留 ``len(cache) % chunk``
                 个位置。给了 ``positions`` 时按它们分块（左填充的行从第一个真实位置数起，与
@@ -740,7 +740,7 @@ class MHA(nn.Module):
                     0–``q_len - 1``）。左填充的一批，每一层都用同一种约定：各行自己的位置（从第一个
                     真实位置数起）；``rope`` 按它们旋转，``chunk`` 按它们分块，``temperature`` 则
                     不看它们，按缓存里的下标缩放（与 Llama 4 相同），所以同样的参数在 Llama 4 的
-                    分块层和 NoPE 层上都得到 transformers 的结果。
+                    块内注意力层和 NoPE 层上都得到 transformers 的结果。
                 rotations: 有 ``rope`` 时可以代替 ``positions``：``rope(positions)`` 给出的余弦和
                     正弦，各为 ``[q_len, rotary_dims]`` 或 ``[batch_size 或 1, q_len, rotary_dims]``，
                     供所有层只算一次角度的模型使用（transformers 以 ``position_embeddings`` 传入它
@@ -921,7 +921,7 @@ class MHA(nn.Module):
                 attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
         blocks = False  # each chunk its own call of the fused kernel
         if self.chunk is not None and not chunks_in_mask:
-            # Llama 4 的分块注意力：查询只看得到自己那一块里的键，块按位置划分（不是相对距离）
+            # Llama 4 的块内注意力：查询只看得到自己那一块里的键，块按位置划分（不是相对距离）
             # Llama 4's chunked attention: a query sees only the keys of its own chunk, chunks
             # counted by position (not by distance)
             chunks = self._chunks(

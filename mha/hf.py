@@ -505,7 +505,7 @@ class HFAttention(nn.Module):
             cos 和 sin，或者 Llama 4 的复数，它的实部和虚部就是交错维度对的 cos 和 sin），没有
             就用 ``position_ids``，再没有就取紧接在缓存之后的位置。不旋转的层不取位置：Llama 4
             的 NoPE 层按缓存里的下标给查询乘上温度系数（它的 ``temperature``），与 Llama 4 相同；
-            它的分块层用它的掩码，掩码里已经有分块（``chunks_in_mask``）。
+            它的块内注意力层用它的掩码，掩码里已经按块划分（``chunks_in_mask``）。
 
             参数：
                 hidden_states: 输入，``[batch_size, q_len, hidden_size]``。

@@ -1080,7 +1080,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
         连同它的 ``partial_rotary_factor``；前后两半配对，或者像 GLM-4 的代码那样相邻两维配对；
         以及 Llama 4 的复数写法；SmolLM3 和 Llama 4 的 NoPE 层 ``use_rope`` 为 0，取 ``None``）、
         ``window``（Mistral 和 Mixtral 的 ``sliding_window``；Qwen、Gemma 和 gpt-oss 的滑动窗口
-        层）、``chunk``（Llama 4 分块注意力层的 ``attention_chunk_size``）、``temperature``
+        层）、``chunk``（Llama 4 块内注意力层的 ``attention_chunk_size``）、``temperature``
         （Llama 4 NoPE 层的 ``attn_scale`` 和 ``floor_scale``）、``softcap``（Gemma 2 的
         ``attn_logit_softcapping``，运行这个层确认它确实按它加上限时才保留）、``sinks``（gpt-oss
         的 ``sinks`` 参数，复制进 ``sink_logits``）和 ``gate``（Qwen3-Next 宽一倍的
@@ -1120,7 +1120,7 @@ def from_hf(module: nn.Module) -> mha.full.MHA | mha.mla.MLA:
                 （比如 GPT-NeoX 的 ``query_key_value``）；错误信息会列出它的子模块。
             ValueError: 这个层做了 ``mha`` 不做的事，错误信息会写出是什么：``from_hf`` 不对应的
                 参数、子模块或属性，含有 nan 或 inf 的参数，``is_causal=False``，完整、滑动窗口和
-                分块注意力以外的层类型，形状不同的投影，公式不同的 q/k 归一化，默认、``llama3``、
+                块内注意力以外的层类型，形状不同的投影，公式不同的 q/k 归一化，默认、``llama3``、
                 ``yarn``、``longrope`` 之外的 rope 类型（逐个写出）；或者运行起来，这个层算出的与
                 由它构建的模块不同。
     """

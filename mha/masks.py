@@ -185,7 +185,7 @@ def chunk_mask(q_at: Tensor, k_at: Tensor, chunk: int) -> Tensor:
                 [False, False, False, False,  True]])
 
     中文:
-        每个查询和哪些键落在同一块里（块长 ``chunk``，Llama 4 的分块注意力；因果顺序是另一个掩码）：
+        每个查询和哪些键落在同一块里（块长 ``chunk``，Llama 4 的块内注意力；因果顺序是另一个掩码）：
         ``q_at // chunk`` 等于 ``k_at // chunk`` 的地方为 ``True``。
 
         参数：

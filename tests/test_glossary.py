@@ -5,6 +5,8 @@ site depends on, and feed it planted faults.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mha_site.checkers.glossary import (
@@ -501,3 +503,17 @@ def test_a_row_without_its_four_cells_fails(tmp_path):
     path.write_text("| English | 中文 | 不用 | d2l-zh |\n|---|---|---|---|\n| head | 头 | — |\n")
     with pytest.raises(ValueError, match="expected 4 cells"):
         parse_glossary(path)
+
+
+def test_chunked_attention_is_never_called_tiled_attention() -> None:
+    """块内注意力 names Llama 4's chunked attention, 分块注意力 only the tiled one (tiled.md):
+    a zh line or docstring line about Llama 4's chunks or chunk layers says 块内注意力."""
+    clash = re.compile(r"Llama 4 ?的?分块注意力|分块注意力层|分块层|分块的层|分块的缓存")
+    files = [*sorted((ROOT / "mha").glob("*.py")), *sorted((ROOT / "docs" / "zh").glob("*.md"))]
+    hits = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if clash.search(line)
+    ]
+    assert not hits, "\n".join(hits)
