@@ -26,6 +26,7 @@ from mha_site import (
     mathml,
     not_found,
     notation_link,
+    rendering,
     runnable,
     search_dictionary,
     search_language,
@@ -33,6 +34,7 @@ from mha_site import (
 
 STEPS = (
     i18n_language,  # the theme's language is the one being built (mkdocstrings reads it)
+    rendering,  # boxes hold their code, no prose as code, table rows as wide as their header
     mathml,  # LaTeX to MathML
     math_font,  # after the build: the math font cut down to the characters of the site's math
     cjk_breaks,  # no line break inside Chinese prose
