@@ -385,7 +385,7 @@ class MHA(nn.Module):
                 ``("W_q", "W_k", "W_v")``）。
             fast: ``True`` 调用 ``torch.nn.functional.scaled_dot_product_attention``（融合算子）；
                 ``False`` 按网站逐行走读里的写法把注意力逐步算出来。有 ``softcap`` 或 ``sinks`` 时
-                无论如何都走逐步计算的路径：融合算子没法给分数加上限，也没法在 softmax 里加汇聚项。
+                无论如何都走逐步计算的路径：融合算子没法给分数加上限，也没法在 softmax 里加汇点项。
             context_size: 交叉注意力中 ``context`` 的宽度，与 ``hidden_size`` 不同时给出（即
                 ``nn.MultiheadAttention`` 的 ``kdim`` 和 ``vdim``）：``W_k`` 和 ``W_v`` 的输入是
                 ``context_size`` 维，模块只能做交叉注意力。默认 ``None`` 表示 ``hidden_size``。
@@ -415,9 +415,9 @@ class MHA(nn.Module):
                 分数 ``s`` 在加掩码之前变成 ``tanh(s / softcap) * softcap``，于是每个分数都落在
                 ``(-softcap, softcap)`` 之内。默认 ``None`` 表示分数保持原样。融合算子不接受这样的
                 上限：有了它，即使 ``fast`` 为 ``True`` 也走逐步计算的路径。
-            sinks: 注意力汇聚（gpt-oss）：每个查询头一个学出来的 logit，即 ``sink_logits``（共
+            sinks: 注意力汇点（gpt-oss）：每个查询头一个学出来的 logit，即 ``sink_logits``（共
                 ``heads_num`` 个，初始为 0），加进每行分数的 softmax 分母，算完再丢掉，于是一个查询
-                的权重之和小于 1（其余的不落在任何值上）。融合算子不接受这样的 logit：有汇聚项时，
+                的权重之和小于 1（其余的不落在任何值上）。融合算子不接受这样的 logit：有汇点项时，
                 即使 ``fast`` 为 ``True`` 也走逐步计算的路径。
             gate: 门控输出（Qwen3-Next）：``W_q`` 给每个头先算出查询，再算出同样多的门控值（每个头
                 ``2 * head_size`` 行，与 Qwen3-Next 的 ``q_proj`` 排法相同，所以 ``W_q.weight`` 是
@@ -554,7 +554,7 @@ class MHA(nn.Module):
         self.q_norm, self.k_norm = (
             RMSNorm(size, eps=norm_eps, **flavour) if qk_norm else None for size in sizes
         )
-        # gpt-oss：每个查询头一个汇聚 logit，初始为 0（不用时为 None）
+        # gpt-oss：每个查询头一个汇点 logit，初始为 0（不用时为 None）
         # gpt-oss: one sink logit per query head, starting at 0 (None when off)
         self.sink_logits = nn.Parameter(torch.zeros(heads_num)) if sinks else None
 
@@ -954,7 +954,7 @@ class MHA(nn.Module):
                 weights = None
             elif fused:
                 # 快速路径：融合算子；一个键都看不到的查询，算子自己给出零输出（它不能给分数加
-                # 软上限，也没有汇聚项：有 softcap 或 sinks 时走下面逐步计算的路径）
+                # 软上限，也没有汇点项：有 softcap 或 sinks 时走下面逐步计算的路径）
                 # Fast path: a fused kernel, which itself gives a zero output to a query with no key
                 # (it cannot cap the scores, nor add a sink: with softcap or sinks the written-out
                 # path below runs)
@@ -1029,7 +1029,7 @@ class MHA(nn.Module):
         mask) gets a row of zeros.
 
         中文:
-            逐步算出注意力权重：分数、缩放、软上限、掩码、softmax（连同汇聚项）、dropout。键全被屏蔽（布尔掩码
+            逐步算出注意力权重：分数、缩放、软上限、掩码、softmax（连同汇点项）、dropout。键全被屏蔽（布尔掩码
             全为 ``False``，或浮点掩码全为 ``-inf``）的查询，权重整行为零。
         """
         # 每个查询头与它那一组的键头做点积，再乘 scale（默认 1/sqrt(head_size)）；至少在 float32 里算
@@ -1066,7 +1066,7 @@ class MHA(nn.Module):
             keeps = allowed.any(dim=-1, keepdim=True)  # [..., 1]
             qk = qk.masked_fill(~keeps, 0.0)  # [batch_size, heads_num, q_len, k_len]
         if self.sinks:
-            # gpt-oss 的汇聚项：每个头的 logit 作为多出来的一列进 softmax 的分母，算完丢掉
+            # gpt-oss 的汇点项：每个头的 logit 作为多出来的一列进 softmax 的分母，算完丢掉
             # gpt-oss's sinks: each head's logit joins the softmax's denominator as one more
             # column, dropped after it
             sink = self.sink_logits.to(dtype).view(1, -1, 1, 1).expand(*qk.shape[:-1], 1)  # [batch_size, heads_num, q_len, 1]

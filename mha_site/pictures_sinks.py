@@ -43,7 +43,7 @@ def sink_share(language: str) -> str:
     title = tr(
         language,
         "The sink's share of each query's weight",
-        "汇聚项从每个查询的权重里分走的份额",
+        "汇点项从每个查询的权重里分走的份额",
     )
     description = tr(
         language,
@@ -51,7 +51,7 @@ def sink_share(language: str) -> str:
         "mask: 1 minus the sum of the query's weights, which the sink took. Head i's sink "
         "logit is written beside it.",
         "MHA(20, 4, sinks=True) 在因果掩码下，每个序列、每个头、每个查询位置的权重之和与 1 "
-        "的差，也就是汇聚项分走的份额。每个头旁边写着它的汇聚 logit。",
+        "的差，也就是汇点项分走的份额。每个头旁边写着它的汇点 logit。",
     )
     svg = Svg("sink-share", title, description)
     svg.text(4, 16, title, bold=True)

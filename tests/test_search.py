@@ -99,7 +99,7 @@ TEACHES = {
         "步长": "walkthrough.md",
         "缩放": "walkthrough.md",
         "软上限": "softcap.md",
-        "注意力汇聚": "sinks.md",
+        "注意力汇点": "sinks.md",
         "块内注意力": "chunked.md",
         "门控": "gate.md",
         "长因子": "longrope.md",
