@@ -373,9 +373,22 @@ def built_site(request) -> Path:
 
 
 class SiteHandler(SimpleHTTPRequestHandler):
-    """Serves the site under its URL prefix, as GitHub Pages does; anything outside it is a 404."""
+    """Serves the site under its URL prefix, as GitHub Pages does; anything outside it is a 404,
+    and a 404 sends the site's root ``404.html``, as GitHub Pages does for every missing address."""
 
     prefix = url_prefix()
+
+    def send_error(self, code, message=None, explain=None):
+        page = Path(self.directory) / "404.html"
+        if code != 404 or not page.is_file():
+            return super().send_error(code, message, explain)
+        body = page.read_bytes()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def translate_path(self, path):
         if not path.startswith(self.prefix):

@@ -146,6 +146,21 @@ def test_home_page_math_is_rendered_as_mathml(tab, lang):
     tab.assert_clean()
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_missing_address_shows_the_404_page_of_its_language(tab, lang):
+    """The server sends the root's 404 page for every missing address, as GitHub Pages does; under
+    zh/ it goes on to the Chinese one (header, menu and search in Chinese)."""
+    prefix = "" if lang == LANGUAGES[0] else f"{lang}/"
+    p = tab.page
+    answer = p.goto(f"{tab.base}{prefix}no-such-page/", wait_until="load")
+    assert answer is not None and answer.status == 404, answer and answer.status
+    if prefix:
+        p.wait_for_url(f"{tab.base}{prefix}404.html")
+    heading = {"en": "404 – Not found", "zh": "404 – 页面不存在"}[lang]
+    assert p.locator("article h1").first.text_content() == heading
+    assert p.locator("html").get_attribute("lang") == lang
+
+
 @pytest.mark.page("math.md")
 @pytest.mark.parametrize("lang", LANGUAGES)
 def test_math_is_drawn_with_the_self_hosted_math_font(tab, lang):
