@@ -18,8 +18,7 @@ never served with the site) and injected into each page. Checked, with zero viol
 Each check runs every WCAG 2 A/AA rule over what its state changes, and no rule twice over what
 it does not: the colour rules take most of axe's time (about three quarters of it on the English
 pages, timed by a run of each kind of rules on each page), and they lay out the whole page
-whatever part of it they look at. A code block's repeated tokens are checked once a page
-(``SAME_ONCE``).
+whatever part of it they look at.
 
 - light, on the desktop: every rule, the whole page;
 - dark: the colour rules (axe's ``cat.color``: contrast, links told apart by colour) over the
@@ -99,50 +98,6 @@ AXE_RUN = """async ([runs, tags]) => {
     }
     return violations;
 }"""
-# A code block is thousands of leaf elements (a span per token, an anchor per line), and the time of
-# axe's colour rules grows with the elements of the whole page, whatever part of it they check:
-# the code blocks were half of a code-heavy page's check (zh/walkthrough.md: 5.1 s, 2.8 s without
-# the repeats, timed in the page). Before a check, each leaf of a code block that repeats one
-# already seen on the page (the same tags and classes up to its code element, the same colour,
-# size, weight, opacity and background behind it, as the browser computes them now) becomes its
-# bare text, and is put back after the check: the first of each is checked where it stands, in the
-# state's colours. A faint token planted in a code block is found (PLANTED); the page is put back
-# as it was (the counts are compared).
-SAME_ONCE = """() => {
-    const seen = new Set();
-    const kept = [];
-    const chain = leaf => {
-        const names = [];
-        for (let e = leaf; e.tagName !== "PRE"; e = e.parentElement) {
-            names.push(`${e.tagName}.${e.className}[${e.getAttribute("style") ?? ""}]`);
-        }
-        return names.join("<");
-    };
-    for (const leaf of document.querySelectorAll("article pre code *")) {
-        if (leaf.children.length) continue;
-        const style = getComputedStyle(leaf);
-        let behind = leaf, background = "rgba(0, 0, 0, 0)";
-        while (behind && background === "rgba(0, 0, 0, 0)") {
-            background = getComputedStyle(behind).backgroundColor;
-            behind = behind.parentElement;
-        }
-        const key = [chain(leaf), style.color, style.fontSize, style.fontWeight, style.opacity,
-            background].join("|");
-        if (!seen.has(key)) {
-            seen.add(key);
-            continue;
-        }
-        const text = document.createTextNode(leaf.textContent);
-        leaf.replaceWith(text);
-        kept.push([text, leaf]);
-    }
-    window.mhaSameOnce = kept;
-    return kept.length;
-}"""
-PUT_BACK = """() => {
-    for (const [text, leaf] of window.mhaSameOnce) text.replaceWith(leaf);
-    return window.mhaSameOnce.splice(0).length;
-}"""
 # The checks, per kind: a page on the desktop screen in each scheme, then on the phone screen,
 # one after the other in one load of the page; Material's widgets, open, in a scheme.
 STATES = {
@@ -209,14 +164,7 @@ def axe_violations(p, axe_script: str, state: str) -> list[dict]:
     p.evaluate("document.fonts.ready")
     if not p.evaluate("typeof axe !== 'undefined'"):
         p.add_script_tag(path=axe_script)
-    leaves = p.evaluate("document.querySelectorAll('article pre code *').length")
-    repeated = p.evaluate(SAME_ONCE)
-    try:
-        found = p.evaluate(AXE_RUN, [RUNS[state], WCAG_TAGS])
-    finally:
-        put_back = p.evaluate(PUT_BACK)
-    assert put_back == repeated, f"{put_back} of {repeated} repeated code leaves put back"
-    assert p.evaluate("document.querySelectorAll('article pre code *').length") == leaves
+    found = p.evaluate(AXE_RUN, [RUNS[state], WCAG_TAGS])
     matches = "([target, selector]) => document.querySelector(target).matches(selector)"
     kept = []
     for violation in found:
@@ -432,8 +380,6 @@ EMPTY = "<button></button>"
 PLANTED = {
     ("light", "article", FAINT): "color-contrast",
     ("light", "article", EMPTY): "button-name",
-    ("light", "article pre code", FAINT): "color-contrast",
-    ("dark", "article pre code", FAINT): "color-contrast",
     ("dark", "article", FAINT): "color-contrast",
     ("dark", "form[data-md-component=palette]", EMPTY): "button-name",
     ("phone", ".md-header", FAINT): "color-contrast",
@@ -450,8 +396,6 @@ def test_each_state_checks_what_it_changes_and_catches_a_fault_planted_there(tab
     """RUNS at work: each state's check finds a fault planted where its state changes the page
     (and the colour rules are the ones axe files under cat.color)."""
     p = open_page(tabs("desktop", "light"), "en", "shapes.md", "light", "?h=stride")
-    # its code blocks are in deep dives, collapsed: opened, they are checked
-    p.evaluate("document.querySelectorAll('article details').forEach(d => d.open = true)")
     colour = p.evaluate(
         "tags => axe.getRules(tags).filter(r => r.tags.includes('cat.color')).map(r => r.ruleId)",
         WCAG_TAGS,
