@@ -4,6 +4,7 @@ every kind, a line of its own, the same in both languages:
     <!-- picture: split-heads -->
     <!-- bench-table: memory-masked -->
     <!-- shape-sheet: full -->
+    <!-- route: class -->
 
 ``KINDS`` registers each kind: the names it knows, what replaces its marker, and when. A picture is
 inlined SVG, put into the page's HTML (after the other steps changed it: the SVG is not Markdown);
@@ -24,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mha_site import pictures, pictures_perf, shape_sheet
+from mha_site import pictures, pictures_perf, routes, shape_sheet
 from mha_site.languages import page_language
 
 log = logging.getLogger("mkdocs.plugins.mha_site.markers")
@@ -49,6 +50,7 @@ KINDS = {
     "picture": Kind(lambda: pictures.generators(), pictures.figure, markdown=False),
     "bench-table": Kind(lambda: pictures_perf.TABLES, pictures_perf.table, markdown=True),
     "shape-sheet": Kind(lambda: shape_sheet.SHEETS, shape_sheet.table, markdown=True),
+    "route": Kind(lambda: routes.ROUTES, routes.route_table, markdown=True),
 }
 
 

@@ -1,4 +1,5 @@
-"""Build step: every page links to the notation page, right under its title.
+"""Build step: every page links to the notation page, right under its title; a chapter also names
+the pages it builds on there ("You need: ...", from ``routes.NEEDS``).
 
 The notation page (``notation.md``) gives each symbol, size and index letter of the site one
 meaning. Rather than a line written on every page (and forgotten on the next one), this step puts
@@ -26,6 +27,7 @@ import re
 
 from mkdocs.plugins import event_priority
 
+from mha_site import routes
 from mha_site.languages import page_language, page_path, tr
 from mha_site.markdown import code_block_lines
 
@@ -39,22 +41,25 @@ NOT_SEARCHED = "{ data-search-exclude }"
 """attr_list's attribute on the line's paragraph: Material's search leaves the paragraph out."""
 
 
-def line(language: str, link: str) -> str:
-    """The line that links to the notation page, in ``language``, with the link ``link``."""
-    return tr(
+def line(language: str, link: str, needs: str | None = None) -> str:
+    """The line that links to the notation page, in ``language``, with the link ``link``; after
+    ``needs`` (``routes.needs_line``: the pages this one builds on) if given."""
+    notation = tr(
         language,
         f"Symbols and sizes: see [Notation]({link}).",
         f"符号与尺寸见[记号]({link})。",
     )
+    return notation if needs is None else needs + tr(language, " ", "") + notation
 
 
-def with_link(markdown: str, language: str, link: str) -> str | None:
-    """``markdown`` with the notation line right under its title, or ``None`` without a title."""
+def with_link(markdown: str, language: str, link: str, needs: str | None = None) -> str | None:
+    """``markdown`` with the notation line (after ``needs``) right under its title, or ``None``
+    without a title."""
     lines = markdown.splitlines(keepends=True)
     in_code = code_block_lines(markdown)
     for i, text in enumerate(lines):
         if i not in in_code and TITLE.match(text):
-            added = "\n" + line(language, link) + "\n" + NOT_SEARCHED + "\n\n"
+            added = "\n" + line(language, link, needs) + "\n" + NOT_SEARCHED + "\n\n"
             head = "".join(lines[: i + 1])
             head = head if head.endswith("\n") else head + "\n"
             rest = "".join(lines[i + 1 :]).lstrip("\n")
@@ -68,7 +73,8 @@ def on_page_markdown(markdown: str, page, **kwargs) -> str:
     if path == NOTATION:
         return markdown
     link = posixpath.relpath(NOTATION, posixpath.dirname(path) or ".")
-    linked = with_link(markdown, page_language(page), link)
+    language = page_language(page)
+    linked = with_link(markdown, language, link, routes.needs_line(language, path))
     if linked is None:
         log.warning("%s: no '# ' title, so no link to the notation page", page.file.src_uri)
         return markdown

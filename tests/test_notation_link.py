@@ -37,7 +37,7 @@ def run(src_uri: str, markdown: str = PAGE) -> str:
 
 
 def test_english_page_gets_the_english_line_under_its_title():
-    lines = run("en/masks.md").splitlines()
+    lines = run("en/exercises.md").splitlines()
     assert lines[:5] == [
         "# Masks { #masks }",
         "",
@@ -49,12 +49,12 @@ def test_english_page_gets_the_english_line_under_its_title():
 
 
 def test_chinese_page_gets_the_chinese_line_under_its_title():
-    lines = run("zh/masks.md", PAGE.replace("# Masks", "# 掩码")).splitlines()
+    lines = run("zh/exercises.md", PAGE.replace("# Masks", "# 掩码")).splitlines()
     assert lines[:3] == ["# 掩码 { #masks }", "", "符号与尺寸见[记号](notation.md)。"], lines[:3]
 
 
 def test_the_line_is_added_once_and_the_rest_is_unchanged():
-    out = run("en/masks.md")
+    out = run("en/exercises.md")
     assert out.count("[Notation](notation.md)") == 1, out
     line = "Symbols and sizes: see [Notation](notation.md).\n{ data-search-exclude }\n\n"
     assert out.replace(line, "") == PAGE, out
@@ -82,7 +82,7 @@ def test_a_page_without_title_is_left_as_it_is_with_a_warning(caplog):
 
 
 def test_the_line_renders_as_a_paragraph_that_search_leaves_out():
-    html = markdown.markdown(run("zh/masks.md"), extensions=["attr_list", "fenced_code"])
+    html = markdown.markdown(run("zh/exercises.md"), extensions=["attr_list", "fenced_code"])
     line = '<p data-search-exclude>符号与尺寸见<a href="notation.md">记号</a>。</p>'
     assert line in html, html
     parser = SearchParser()  # what Material's search indexes of a page
@@ -105,3 +105,16 @@ def test_every_page_of_the_site_has_a_title_for_the_line():
 
 def test_the_step_is_registered_in_the_plugin():
     assert notation_link in plugin.STEPS, plugin.STEPS
+
+
+def test_a_chapter_names_the_pages_it_builds_on_before_the_notation_link():
+    """``routes.NEEDS``: each page with its own title, in the page's language."""
+    en = run("en/cache-size.md").splitlines()[2]
+    assert en == (
+        "You need: [Grouped-query attention](gqa.md), [Sliding window](window.md), "
+        "[Attention in chunks](chunked.md) and [Multi-head latent attention](mla.md). "
+        "Symbols and sizes: see [Notation](notation.md)."
+    ), en
+    zh = run("zh/window.md", PAGE.replace("# Masks", "# 滑动窗口")).splitlines()[2]
+    needs = "先读：[掩码](masks.md)、[KV 缓存与逐个生成](cache.md)。"
+    assert zh == needs + "符号与尺寸见[记号](notation.md)。", zh
