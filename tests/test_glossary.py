@@ -22,15 +22,18 @@ from mha_site.checkers.glossary import (
     find_mixed_modes,
     find_ordinals,
     find_ranges,
+    first_use_unglossed,
     hits_on,
     included_files,
     parse_glossary,
     report,
     table_problems,
+    teaching_pages,
     variant_pattern,
     zh_pages,
     zh_rows,
 )
+from mha_site.languages import nav_pages
 from mha_site.markdown import CHINESE
 
 ZH_ROWS = zh_rows()
@@ -517,3 +520,28 @@ def test_chunked_attention_is_never_called_tiled_attention() -> None:
         if clash.search(line)
     ]
     assert not hits, "\n".join(hits)
+
+
+# The chapters after the full MHA, which the review found without the English (the core pages
+# give it where they define a term, checked by reading); a term that is English already is left.
+NEWER = nav_pages()[nav_pages().index("full.md") + 1 :]
+TAUGHT_BY_NEWER = [
+    (term, english, page)
+    for term, english, page in teaching_pages()
+    if page in NEWER and english.lower() not in term.lower()
+]
+
+
+@pytest.mark.parametrize(("term", "english", "page"), TAUGHT_BY_NEWER, ids=lambda value: str(value))
+def test_the_chapter_that_teaches_a_term_gives_its_english_at_first_use(term, english, page):
+    """On the newer chapter that the glossary's definition links first, the term's first use is
+    followed by its English in parentheses: 注意力汇点（attention sink）. A reader meets both, and
+    the zh search finds the page by the English term."""
+    text = (ZH / page).read_text(encoding="utf-8")
+    after = first_use_unglossed(term, english, text)
+    assert after is None, f"zh/{page}: {term} first used without （{english}）: {term}{after}"
+
+
+def test_the_newer_chapters_teach_terms_of_the_glossary():
+    pages = {page for _, _, page in TAUGHT_BY_NEWER}
+    assert {"sinks.md", "softcap.md", "window.md", "mla.md", "ring.md"} <= pages, pages

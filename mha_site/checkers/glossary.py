@@ -447,3 +447,44 @@ def check() -> list[str]:
         for row in unused_terms(rows, pages)
     ]
     return found
+
+
+# ---- the English term at first use ------------------------------------------------------------
+
+ENTRY = re.compile(
+    r"^- \*\*(?P<term>[^*]+)\*\*\{ #[\w-]+ \}(?P<body>(?:(?!^- \*\*|^#|^```).)*)", re.M | re.S
+)
+ENTRY_LINK = re.compile(r"\]\((?P<page>[\w-]+\.md)(?:#[\w-]+)?\)")
+EMPHASIS = re.compile(r"\*\*|[“”]")
+
+
+def english_name(row: Row) -> str:
+    """The English term of a row, less its explanation in parentheses (``attention sink``)."""
+    return row.english.split(" (")[0].strip()
+
+
+def teaching_pages() -> list[tuple[str, str, str]]:
+    """(term, its English, page) for each term of the zh glossary's definitions, with the page its
+    definition links first: the page that teaches it."""
+    rows = {row.chinese: row for row in zh_rows()}
+    found = []
+    for entry in ENTRY.finditer((ZH / GLOSSARY).read_text(encoding="utf-8")):
+        link = ENTRY_LINK.search(entry["body"])
+        if entry["term"] in rows and link:
+            found.append((entry["term"], english_name(rows[entry["term"]]), link["page"]))
+    return found
+
+
+def first_use_unglossed(term: str, english: str, text: str) -> str | None:
+    """What follows the first use of ``term`` in the prose of the zh page ``text`` (headings left
+    out), when it is not the English term in full-width parentheses; None when it is."""
+    lines = [line for line in readable_markdown(text, inline_code=True) if not line.startswith("#")]
+    prose = EMPHASIS.sub("", "\n".join(lines))
+    at = prose.find(term)
+    if at < 0:
+        return "(never used)"
+    after = prose[at + len(term) : at + len(term) + 80]
+    gloss = re.match(r"\s*（([^）]*)）", after)
+    if gloss and english.lower() in gloss[1].lower():
+        return None
+    return after[:30].replace("\n", " ")
