@@ -16,6 +16,9 @@ it is checked bit for bit.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -25,6 +28,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import (
     AUTOCAST_CASES,
+    LANGUAGES,
+    ROOT,
     DesignMHA,
     assert_close,
     dtypes,
@@ -35,7 +40,7 @@ from support import (
 
 import mha.pure
 from mha import full
-from mha.full import KVCache, causal_mask, padding_mask
+from mha.full import MHA, KVCache, causal_mask, padding_mask
 from mha.interop import to_torch
 
 paths = pytest.mark.parametrize("fast", [True, False], ids=["fast", "math"])
@@ -825,3 +830,19 @@ def test_on_cuda_with_masks_built_there_it_equals_the_cpu_result(fast):
     # Another device's kernels, not only another order of operations: not TOLERANCE, which is
     # measured on CPU (this test needs a GPU).
     torch.testing.assert_close(out.cpu(), expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_full_pages_argument_table_lists_every_argument_with_its_default_in_order(lang):
+    """full.md's "What each new argument adds": the constructor's keyword arguments after
+    ``heads_num``, then ``forward``'s after ``x``, each as ``name=default``, in the signatures'
+    order. A new option of ``MHA`` fails here until the page names it."""
+    page = (ROOT / "docs" / lang / "full.md").read_text(encoding="utf-8")
+    rows = [
+        (name, ast.literal_eval(default))
+        for name, default in re.findall(r"^\| `(\w+)=([^`]+)` \|", page, re.M)
+    ]
+    constructor = list(inspect.signature(MHA.__init__).parameters.values())[3:]
+    forward = list(inspect.signature(MHA.forward).parameters.values())[2:]
+    expected = [(p.name, p.default) for p in constructor + forward]
+    assert rows == expected, f"{lang}: {rows} != {expected}"
