@@ -152,7 +152,7 @@ def minutes(language: str, page: str) -> int:
 def route_table(name: str, language: str) -> str:
     """The route ``name`` as a Markdown table: each page, linked with its title, and its
     minutes; the total under it."""
-    header = tr(language, "| | Page | Minutes |", "| | 页面 | 分钟 |")
+    header = tr(language, "| # | Page | Minutes |", "| # | 页面 | 分钟 |")
     rows = [header, "|---|---|---|"]
     total = 0
     for number, page in enumerate(ROUTES[name], start=1):
