@@ -1008,7 +1008,9 @@ def generate(
                 超过 ``model.max_len`` 或 ``max_len``。
     """
     _check_generate(model, prompts, steps, left, temperature, top_k, top_p, generator, max_len)
-    stop = _check_stop(model, eos_token_id, pad_token_id)  # (the eos ids, the pad id) or None
+    # (结束符的 id, 填充符的 id)，或者 None
+    # (the eos ids, the pad id) or None
+    stop = _check_stop(model, eos_token_id, pad_token_id)
     last, held, cache = _prefill(model, prompts, left, max_len)
     eos = None if stop is None else torch.tensor(stop[0], device=held.device)
     done = torch.zeros(len(prompts), dtype=torch.bool, device=held.device)  # [batch_size]
@@ -1156,16 +1158,22 @@ def beam_search(
                 提示加上 ``steps`` 超过 ``model.max_len`` 或 ``max_len``。
     """
     _check_search(model, prompts, steps, beams, max_len)
-    stop = _check_stop(model, eos_token_id, pad_token_id)  # (the eos ids, the pad id) or None
+    # (结束符的 id, 填充符的 id)，或者 None
+    # (the eos ids, the pad id) or None
+    stop = _check_stop(model, eos_token_id, pad_token_id)
     batch, vocab = len(prompts), model.vocab_size
-    if steps == 0:  # nothing to choose: beams empty continuations, each of log-probability 0
+    # 没有可选的：beams 个空的续写，对数概率都是 0
+    # nothing to choose: beams empty continuations, each of log-probability 0
+    if steps == 0:
         device = next(model.parameters(), torch.empty(0)).device
         empty = torch.zeros(batch, beams, 0, dtype=torch.long, device=device)
         return empty, torch.zeros(batch, beams, device=device)
     last, held, cache = _prefill(model, prompts, True, max_len)  # [batch_size, vocab_size]
     # 每个提示变成 beams 行：第 b * beams + i 行是提示 b 的第 i 束
     # Each prompt becomes beams rows: row b * beams + i is prompt b's beam i
-    first = torch.arange(batch, device=held.device) * beams  # [batch_size]: each prompt's row 0
+    # 每个提示的行 0
+    # each prompt's row 0
+    first = torch.arange(batch, device=held.device) * beams  # [batch_size]
     rows = torch.arange(batch, device=held.device).repeat_interleave(beams)  # [batch_size * beams]
     cache.reorder(rows)
     held = held[rows]  # [batch_size * beams, 1, 1, width]
@@ -1191,9 +1199,13 @@ def beam_search(
             logp = torch.where(done[:, None], finished, logp)  # [batch_size * beams, vocab_size]
         total = scores.view(batch, beams, 1) + logp.view(batch, beams, vocab)
         scores, best = total.view(batch, beams * vocab).topk(beams)  # [batch_size, beams]
-        parent = (first[:, None] + best // vocab).flatten()  # [batch_size * beams]: global rows
+        # 在整个批里的行号
+        # global rows
+        parent = (first[:, None] + best // vocab).flatten()  # [batch_size * beams]
         token = (best % vocab).flatten()  # [batch_size * beams]
-        cache.reorder(parent)  # each row now holds the history of the beam it continues
+        # 现在每一行存的是它所接续的那个 beam 的历史
+        # each row now holds the history of the beam it continues
+        cache.reorder(parent)
         seqs = torch.cat([seqs[parent], token[:, None]], dim=1)  # [batch_size * beams, step + 1]
         if eos is not None:
             done = done[parent] | torch.isin(token, eos)
@@ -1291,7 +1303,9 @@ def from_hf(hf_model: nn.Module) -> Llama:
         attn_bias=first.bias,
         norm_eps=float(hf_model.model.norm.variance_epsilon),
         rope=first.rope,
-        tied=hf_model.lm_head.weight is embedding,  # tie_word_embeddings: one tensor
+        # tie_word_embeddings：同一个张量
+        # tie_word_embeddings: one tensor
+        tied=hf_model.lm_head.weight is embedding,
     ).to(device=embedding.device, dtype=embedding.dtype)
     with torch.no_grad():
         model.tokens.weight.copy_(embedding)

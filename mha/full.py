@@ -783,8 +783,12 @@ class MHA(nn.Module):
         _check_flag("need_weights", need_weights)
         _check_flag("chunks_in_mask", chunks_in_mask)
         self._check_options(context, is_causal, positions, x, rotations)
-        reuse = self._check_cache(cache, context, x)  # the cache holds the context's keys and values
-        static = cache is not None and cache.static  # attends over its whole buffer, masked
+        # 缓存里存的是 context 的键和值
+        # the cache holds the context's keys and values
+        reuse = self._check_cache(cache, context, x)
+        # 预先分配的缓存：对整个缓冲区做注意力，靠掩码屏蔽
+        # a preallocated cache: attends over its whole buffer, masked
+        static = cache is not None and cache.static
         held = 0 if cache is None or static else len(cache)
         if attn_mask is not None and static:
             # A static cache's keys are its max_len slots, so the mask covers them all
@@ -841,7 +845,9 @@ class MHA(nn.Module):
             # Rotary embeddings: the queries and the new keys turn by their positions, the keys
             # before they enter the cache
             if rotations is None and positions is None and static:
-                positions = cache.next_positions(x.size(1), x.device)  # [q_len], from a tensor
+                # 位置从缓存里的张量算出
+                # the positions, from a tensor of the cache
+                positions = cache.next_positions(x.size(1), x.device)  # [q_len]
             elif rotations is None and positions is None:
                 positions = torch.arange(held, held + x.size(1), device=x.device)  # [q_len]
             # cos and sin of the angles, each [..., q_len, rotary_dims] (or the caller's, the same)
@@ -870,7 +876,9 @@ class MHA(nn.Module):
             # counted, whatever positions says, so every layer takes the same positions)
             attn_scale, floor_scale = self.temperature
             if static:
-                index = cache.next_positions(x.size(1), x.device)  # [q_len], from a tensor
+                # 位置从缓存里的张量算出
+                # the positions, from a tensor of the cache
+                index = cache.next_positions(x.size(1), x.device)  # [q_len]
             else:
                 index = torch.arange(held, held + x.size(1), device=x.device)  # [q_len]
             tuned = torch.log1p(torch.floor((index.float() + 1.0) / floor_scale)) * attn_scale + 1.0  # [q_len]
@@ -896,7 +904,9 @@ class MHA(nn.Module):
                 v = cache.values  # [batch_size, kv_heads, k_len, head_size]
                 seen = held_mask(at, cache.max_len, is_causal=is_causal, window=self.window)  # [q_len, k_len]
                 attn_mask = and_causal(attn_mask, seen)  # [..., q_len, k_len]
-                is_causal = False  # the mask holds the causal order and the window
+                # 因果顺序和窗口都已在掩码里
+                # the mask holds the causal order and the window
+                is_causal = False
             elif context is None and self._drops and cache.overflows(k.size(2)):
                 # 滑动窗口的一次调用可以比 max_len 长（一段长提示）：缓存只写入之后要留下的位置，
                 # 注意力用缓存原有的键、值接上这次新算的
@@ -919,14 +929,18 @@ class MHA(nn.Module):
                 # 滑动窗口的缓存丢掉了最早的位置：掩码也只留最后 k_len 列
                 # A sliding window's cache dropped the oldest positions: so does the mask
                 attn_mask = attn_mask[..., -k.size(2) :]  # [..., k_len]
-        blocks = False  # each chunk its own call of the fused kernel
+        # 每一块各调用一次融合算子
+        # each chunk its own call of the fused kernel
+        blocks = False
         if self.chunk is not None and not chunks_in_mask:
             # Llama 4 的块内注意力：查询只看得到自己那一块里的键，块按位置划分（不是相对距离）
             # Llama 4's chunked attention: a query sees only the keys of its own chunk, chunks
             # counted by position (not by distance)
+            # 给了位置时是 [batch_size, 1, q_len, k_len]，否则是 [q_len, k_len]
+            # by positions [batch_size, 1, q_len, k_len], else [q_len, k_len]
             chunks = self._chunks(
                 q.size(2), k.size(2), held + x.size(1), given, at if static else None
-            )  # [..., q_len, k_len]: [q_len, k_len], or [batch_size, 1, q_len, k_len] by positions
+            )  # [..., q_len, k_len]
             # 这次调用的键正好是它自己的位置、从一块的开头起（没有缓存的提示，或刚好在块边界）：每一块
             # 各做一次因果注意力，不必构造掩码，也不算块与块之间的分数
             # This call's keys are its own positions, from the start of a chunk (a prompt without a
@@ -1126,8 +1140,12 @@ class MHA(nn.Module):
             调用 ``scaled_dot_product_attention``（因果）算完，最后不满一块的部分再调用一次。
         """
         size, length = self.chunk, q.size(2)
-        n_chunks = length // size  # the whole chunks
-        whole = n_chunks * size  # their positions
+        # 完整的块有几个
+        # the whole chunks
+        n_chunks = length // size
+        # 这些块占的位置
+        # their positions
+        whole = n_chunks * size
         options = dict(dropout_p=self.dropout if self.training else 0.0, scale=self.scale)
         options.update(is_causal=True, enable_gqa=self.kv_heads != self.heads_num)
         parts = []

@@ -31,7 +31,14 @@ from typing import NamedTuple
 
 from mha_site.include_language import NEUTRAL, find_comment
 from mha_site.languages import DEFAULT, ROOT
-from mha_site.markdown import CHINESE, autodoc_identifiers, code_blocks, include_targets
+from mha_site.markdown import (
+    CHINESE,
+    INCLUDE_LINE,
+    autodoc_identifiers,
+    code_blocks,
+    include_targets,
+    snippets_options,
+)
 from mha_site.runnable import module_of
 
 ZH = ROOT / "docs" / "zh"
@@ -285,10 +292,12 @@ PROMPT = re.compile(r"^[ \t]*(?:>>>|\.\.\.)(?: |$)")
 
 
 def block_source(body: str) -> list[tuple[int, str]]:
-    """(offset, line) of the lines of a block that are code: a doctest block's prompt lines
-    without their prompt (its output is not code), every line of another block."""
+    """(offset, line) of the lines of a block that are code: a doctest block's (one that opens
+    with a prompt) prompt lines without their prompt (its output is not code), every line of
+    another block."""
     lines = body.splitlines()
-    if not any(PROMPT.match(line) for line in lines):
+    first = next((line for line in lines if line.strip()), "")
+    if not PROMPT.match(first):  # code (its docstrings may hold examples), not a session
         return list(enumerate(lines))
     return [
         (i, PROMPT.sub("", line, count=1)) for i, line in enumerate(lines) if PROMPT.match(line)
@@ -297,7 +306,7 @@ def block_source(body: str) -> list[tuple[int, str]]:
 
 def code_names(source: str) -> set[str]:
     """The names of Python ``source``: its identifiers (not keywords, not attributes after a
-    dot) and the words of its string literals; what a comment without Chinese may name."""
+    dot) and the words of its short string literals; what a comment without Chinese may name."""
     names: set[str] = set()
     previous = ""
     try:
@@ -305,7 +314,9 @@ def code_names(source: str) -> set[str]:
             name = token.type == tokenize.NAME and not keyword.iskeyword(token.string)
             if name and previous != ".":
                 names.add(token.string)
-            elif token.type == tokenize.STRING:
+            elif token.type == tokenize.STRING and len(WORD.findall(token.string)) <= 3:
+                # a key or a value ("mat", "sliding_attention"), not a sentence: the words of an
+                # error message are not names a comment may use
                 names.update(WORD.findall(token.string))
             if token.type not in (tokenize.COMMENT, tokenize.NL):
                 previous = token.string
@@ -343,10 +354,16 @@ def docstring_lines(source: str) -> list[int]:
 
 def find_english_comments(text: str, where: str, kind: str = "markdown") -> list[Hit]:
     """Comments and docstrings of a zh page's code blocks that are neither Chinese nor code (the
-    rule above). Included source files are not read: their comments are the build's concern
-    (``mha_site/include_language.py``)."""
+    rule above). Included code is read as the page shows it (``mha_site/include_language.py``
+    keeps the Chinese full-line comments, and every trailing one): a page with includes is
+    reported with its includes resolved, its lines counted in that text."""
     if kind != "markdown":
         return []
+    if INCLUDE_LINE.search(text):
+        from mha_site.include_language import resolve_includes
+
+        text = resolve_includes(text, "zh", snippets_options(), where)
+        where = f"{where} (includes resolved)"
     blocks = [b for b in code_blocks(text) if b.language.lower() in COMMENTED]
     sources = {b.start: block_source(b.body) for b in blocks}
     names = set()
