@@ -550,5 +550,6 @@ def test_the_newer_chapters_teach_terms_of_the_glossary():
 def test_a_block_whose_docstring_holds_an_example_is_code_and_its_comments_are_read():
     """The blocks of included code hold docstrings with examples: they are code, not a session,
     so an English trailing comment of theirs is found (14 on full.md and model.md were missed)."""
-    page = '```python\ndef f(x):\n    """\n    >>> f(1)\n    1\n    """\n    return x  # the input\n```\n'
+    code = 'def f(x):\n    """例子：\n\n    >>> f(1)\n    1\n    """\n    return x  # the input\n'
+    page = f"```python\n{code}```\n"
     assert [h.variant for h in find_english_comments(page, "x")] == ["# the input"]
