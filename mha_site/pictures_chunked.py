@@ -1,6 +1,6 @@
 """The pictures of the chapter chunked: what each query sees, and what each cache holds.
 
-Both draw the page's run: ``MHA(16, 4)`` on ``x`` of shape ``[1, 12, 16]`` (seeded), causal, three
+Both draw the page's run: ``MHA(24, 4)`` on ``x`` of shape ``[1, 12, 24]`` (seeded), causal, three
 ways: plain, with a sliding window of 4 (``window=4``) and in chunks of 4 (``chunk=4``).
 
 - ``chunk-masks``: for each of the three, which keys each of the 12 queries sees, read off the
@@ -23,7 +23,7 @@ from mha_site.languages import tr
 from mha_site.picture_style import FONT, SMALL, Svg, fill_of, stroke_of, text_of
 
 SEED = 0
-HIDDEN_SIZE, HEADS_NUM, LENGTH = 16, 4, 12
+HIDDEN_SIZE, HEADS_NUM, LENGTH = 24, 4, 12
 SIZE = 4  # the window's and the chunk's
 KINDS = ("causal", "window", "chunk")  # the three modules, in the pictures' order
 OPTIONS = {"causal": {}, "window": {"window": SIZE}, "chunk": {"chunk": SIZE}}
@@ -88,11 +88,11 @@ def chunk_masks_picture(language: str) -> str:
     )
     description = tr(
         language,
-        f"For MHA(16, 4) on x of shape [1, {LENGTH}, 16], causal: which keys (columns) each "
+        f"For MHA(24, 4) on x of shape [1, {LENGTH}, 24], causal: which keys (columns) each "
         f"query (rows) gets a weight on, plain, with window={SIZE} and with chunk={SIZE}. The "
         f"causal mask is a triangle; the window a band {SIZE} wide; the chunks triangles of "
         f"{SIZE} on the diagonal, so query {SIZE} sees only itself.",
-        f"MHA(16, 4) 在形状为 [1, {LENGTH}, 16] 的 x 上做因果注意力："
+        f"MHA(24, 4) 在形状为 [1, {LENGTH}, 24] 的 x 上做因果注意力："
         f"每个查询（行）给哪些键（列）分配了权重，依次是不加限制、window={SIZE} 和 chunk={SIZE}。"
         f"因果掩码是一个三角形；窗口是宽 {SIZE} 的一条带子；"
         f"分块是对角线上一个个边长 {SIZE} 的小三角形，所以查询 {SIZE} 只看得到它自己。",
@@ -155,11 +155,11 @@ def chunk_cache_picture(language: str) -> str:
     )
     description = tr(
         language,
-        f"The {LENGTH} positions of x fed one by one into MHA(16, 4) with a KVCache: after each "
+        f"The {LENGTH} positions of x fed one by one into MHA(24, 4) with a KVCache: after each "
         "step, the causal cache holds every position so far; the window's stops at "
         f"window - 1 = {SIZE - 1}; the chunk's climbs to chunk - 1 = {SIZE - 1} and empties at "
         f"each chunk boundary, a sawtooth.",
-        f"把 x 的 {LENGTH} 个位置逐个送进带 KVCache 的 MHA(16, 4)："
+        f"把 x 的 {LENGTH} 个位置逐个送进带 KVCache 的 MHA(24, 4)："
         "每一步之后，因果注意力的缓存留着到目前为止的所有位置；"
         f"窗口的缓存长到 window - 1 = {SIZE - 1} 就不再增长；"
         f"分块的缓存涨到 chunk - 1 = {SIZE - 1}，每到块的边界就清空，画出来像锯齿。",

@@ -2,7 +2,7 @@
 
 The example is small and fixed. Each token of a sentence has an id, and each id a random vector
 (seeded ``torch.randn``, scaled by 2 so that the weights are not all close to uniform); an untrained
-``mha.full.MHA(16, 4)`` (seeded too) attends over them with ``need_weights=True``. The pictures show
+``mha.full.MHA(24, 4)`` (seeded too) attends over them with ``need_weights=True``. The pictures show
 the mechanics of the masks, not meaning: nothing was trained.
 
 Both languages use the same ids, so both pages show the same numbers: ids 0 to 5 are the
@@ -41,7 +41,7 @@ from mha.full import MHA, causal_mask, padding_mask
 from mha_site import picture_style as style
 
 SEED = 0
-HIDDEN_SIZE = 16
+HIDDEN_SIZE = 24
 HEADS_NUM = 4
 SCALE = 2.0
 VOCAB = 10  # ids 0..8 are tokens, 9 is the padding

@@ -1,7 +1,7 @@
 """The attention heatmaps (``mha_site/pictures_heatmaps.py``) show real runs.
 
 Every drawn number equals, to the two decimals printed, the weight that a fresh run of the same
-recipe gives (seeded embeddings per word id, a seeded ``mha.full.MHA(16, 4)``,
+recipe gives (seeded embeddings per word id, a seeded ``mha.full.MHA(24, 4)``,
 ``need_weights=True``; for ``heatmap-previous``, heads of ``MHA(24, 4)`` set by hand to attend to
 the position ``i`` back); every hatched cell is a weight of exactly 0, and exactly the cells the
 mask removes are hatched. The labels are in the page's language, each page's snippet is the same
@@ -35,9 +35,9 @@ def fresh_run() -> dict[str, torch.Tensor]:
     """The recipe, written out again: the weights of the sequence each picture shows."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        table = 2 * torch.randn(10, 16)  # one vector per word id
-        model = MHA(16, 4).eval()
-    x = table[torch.tensor([[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 9, 9]])]  # [2, 6, 16]
+        table = 2 * torch.randn(10, 24)  # one vector per word id
+        model = MHA(24, 4).eval()
+    x = table[torch.tensor([[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 9, 9]])]  # [2, 6, 24]
     pad = padding_mask(torch.tensor([6, 3]), 6)
     with torch.no_grad():
         none = model(x, need_weights=True)[1]

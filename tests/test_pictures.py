@@ -87,7 +87,7 @@ PAGE = (20, 4, (2, 3, 20))  # the walkthrough's set-up; the masks page's model a
 DRAWN = {
     **{name: PAGE for name in ["forward-flow", *WALKTHROUGH]},
     **{name: (4, 2, (1, 3, 4)) for name in MEMORY},
-    **{name: (16, 4, (2, 6, 16)) for name in HEATMAPS},  # 2 sentences of 6 positions
+    **{name: (24, 4, (2, 6, 24)) for name in HEATMAPS},  # 2 sentences of 6 positions
     "heatmap-previous": (24, 4, (1, 6, 24)),  # hand-set heads: words, then one-hot positions
     **{name: None for name in BENCH},
     "transformer-block": PAGE,
@@ -105,8 +105,8 @@ DRAWN = {
     "fast-memory": PAGE,  # the fast page's model and written_out on x and a context [2, 7, 20]
     "softcap-curve": PAGE,
     "sink-share": PAGE,
-    # the chunked page's MHA(16, 4) on 12 positions: causal, window=4, chunk=4
-    **{name: (16, 4, (1, 12, 16)) for name in ("chunk-masks", "chunk-cache")},
+    # the chunked page's MHA(24, 4) on 12 positions: causal, window=4, chunk=4
+    **{name: (24, 4, (1, 12, 24)) for name in ("chunk-masks", "chunk-cache")},
     "gate-values": PAGE,
     "longrope-wavelengths": None,  # no MHA: the longrope page's RotaryEmbedding(96), 3 ways
     # the factor MHA(20, 4, temperature=(0.1, 8192)) applies at 260 positions up to 2 ** 20
@@ -121,7 +121,7 @@ PAGE_RUNS = {
     "performance.md": None,
     "why.md": PAGE,
     "rope.md": None,  # its snippets run RotaryEmbedding and MHA(32, 4, head_size 8)
-    "window.md": None,  # its snippets run MHA(16, 4, window=3), the heatmap's, and smaller ones
+    "window.md": None,  # its snippets run MHA(24, 4, window=3), the heatmap's, and smaller ones
     "mla.md": None,  # its snippets run MLA, not MHA
     "tiled.md": None,  # its snippets run TiledAttention on q, k, v, not MHA
     "heads-split.md": None,  # its snippets run MHA(16, 4, kv_heads=2) split over 2 ranks
@@ -132,7 +132,7 @@ PAGE_RUNS = {
     "fast.md": PAGE,  # and a context [2, 7, 20]
     "softcap.md": PAGE,
     "sinks.md": PAGE,
-    "chunked.md": (16, 4, (1, 12, 16)),  # with window=4 and chunk=4 beside it
+    "chunked.md": (24, 4, (1, 12, 24)),  # with window=4 and chunk=4 beside it
     "gate.md": PAGE,
     "longrope.md": None,  # its snippets run RotaryEmbedding(96) and Phi-3's layers, not MHA
     "nope.md": PAGE,
