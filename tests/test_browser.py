@@ -21,6 +21,7 @@ import json
 import pytest
 from support import (
     LANGUAGES,
+    NEXT_FRAME,
     ROOT,
     BrowserThreads,
     Tab,
@@ -92,6 +93,43 @@ def check_page(tab: Tab, lang: str, page: str, state: str) -> None:
     if page in ("walkthrough.md", "api.md"):
         screenshot(p, f"{lang}-{page.removesuffix('.md')}.png")
     tab.assert_clean()
+
+
+# Each table of the article: whether it scrolls sideways, and whether the line above it that
+# says so (mha.js) shows.
+TABLES = """() => [...document.querySelectorAll("article .md-typeset__scrollwrap")].map(wrap => {
+    const note = wrap.previousElementSibling;
+    // shown when its box is (a table in a closed deep dive is measured all the same)
+    const hint = note && note.classList.contains("mha-scroll-hint") && !note.hidden;
+    return [wrap.scrollWidth > wrap.clientWidth + 1, Boolean(hint),
+            wrap.querySelector("th")?.textContent.trim() ?? ""];
+})"""
+
+
+@probe("tables", states=("light", "phone"), tests=("test_a_table_wider_than_the_page_says_so",))
+def check_tables(tab: Tab, lang: str, page: str, state: str) -> list[str]:
+    """The tables whose hint does not match: one that scrolls without it, or one that does not
+    with it; with how many tables scroll."""
+    tab.page.evaluate(NEXT_FRAME)  # after the resize handlers
+    tables = tab.page.evaluate(TABLES)
+    wrong = [
+        f"{'scrolls without the hint' if scrolls else 'fits, with the hint'}: {head!r}"
+        for scrolls, hint, head in tables
+        if scrolls != hint
+    ]
+    return wrong
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_table_wider_than_the_page_says_so(visits, page):
+    """Every table at the desktop's width (1280 px) and the phone's (390 px), both languages:
+    one that scrolls sideways has the line above it that says so, one that fits has none."""
+    for lang in LANGUAGES:
+        for state in ("light", "phone"):
+            wrong = visits.result("tables", state, lang, page)
+            if isinstance(wrong, Exception):
+                raise wrong
+            assert not wrong, f"{lang}/{page} ({state}): {wrong}"
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -111,12 +111,32 @@ window.mha = (() => {
 })();
 
 (() => {
+  // A table wider than the page scrolls sideways, and its columns past the edge do not show:
+  // while it does, a line above it says so, in the page's language (tests/test_browser.py checks
+  // every table at the desktop's width and the phone's).
+  const HINT = {
+    en: "This table is wider than the page: scroll it sideways →",
+    zh: "这张表比页面宽，可以左右滚动 →",
+  };
+  const hint = (wrap) => {
+    const scrolls = wrap.scrollWidth > wrap.clientWidth + 1;
+    let note = wrap.previousElementSibling;
+    if (!note || !note.classList.contains("mha-scroll-hint")) {
+      if (!scrolls) return;
+      note = document.createElement("p");
+      note.className = "mha-scroll-hint";
+      note.textContent = HINT[document.documentElement.lang] ?? HINT.en;
+      wrap.before(note);
+    }
+    note.hidden = !scrolls;
+  };
   const focusable = () => {
     for (const el of document.querySelectorAll(
       ".md-typeset__scrollwrap, .mha-math, .mha-explorer__scroll",
     )) {
       window.mha.focusWhileScrolling(el);
     }
+    document.querySelectorAll("article .md-typeset__scrollwrap").forEach(hint);
   };
   window.addEventListener("load", focusable);
   window.addEventListener("resize", focusable);
