@@ -1,6 +1,6 @@
 """The picture of the chapter heads-split: drawn at build time from ``mha.parallel``.
 
-``heads-split``: the page's ``MHA(16, 4, kv_heads=2)`` split over 2 ranks. The rows of ``W_q``,
+``heads-split``: the page's ``MHA(20, 4, kv_heads=2)`` split over 2 ranks. The rows of ``W_q``,
 ``W_k``, ``W_v`` and the columns of ``W_o`` are drawn in bands, one per head, with the rank that
 keeps each band as ``head_ranges`` says; each rank's shapes under it are read from the module
 ``heads_on_rank`` returns.
@@ -15,8 +15,8 @@ import torch
 from mha_site.languages import tr
 from mha_site.picture_style import FONT, SMALL, Svg, fill_of, shape_text, stroke_of
 
-HIDDEN, HEADS, KV_HEADS, WORLD = 16, 4, 2, 2
-UNIT = 5  # one row or column of a weight, in SVG units: 8 px text on a 390 px phone
+HIDDEN, HEADS, KV_HEADS, WORLD = 20, 4, 2, 2
+UNIT = 4  # one row or column of a weight, in SVG units: 8 px text on a 390 px phone
 
 
 @functools.cache
@@ -42,9 +42,9 @@ def heads_split_picture(language: str) -> str:
     d = HIDDEN // HEADS
     title = tr(
         language,
-        "MHA(16, 4, kv_heads=2) over 2 ranks: rank 0 keeps heads 0 and 1 (their rows of W_q, "
+        "MHA(20, 4, kv_heads=2) over 2 ranks: rank 0 keeps heads 0 and 1 (their rows of W_q, "
         "key/value head 0's rows of W_k and W_v, their columns of W_o), rank 1 the others",
-        "MHA(16, 4, kv_heads=2) 分到 2 个进程：进程 0 留下头 0 和 1（它们在 W_q 里的行、键/值头 0 "
+        "MHA(20, 4, kv_heads=2) 分到 2 个进程：进程 0 留下头 0 和 1（它们在 W_q 里的行、键/值头 0 "
         "在 W_k 和 W_v 里的行、它们在 W_o 里的列），进程 1 留下其余的",
     )
     svg = Svg("heads-split", title)

@@ -95,7 +95,7 @@ DRAWN = {
     "mla-cache": None,  # no MHA: the MLA chapter's module and its LatentCache
     "tiled-running": None,  # no MHA: TiledAttention(4) on the tiled chapter's q, k, v
     "tiled-memory": None,  # the benchmark's tiled_memory
-    "heads-split": None,  # no forward: MHA(16, 4, kv_heads=2)'s weights, split by heads_on_rank
+    "heads-split": None,  # no forward: MHA(20, 4, kv_heads=2)'s weights, split by heads_on_rank
     "ring-steps": None,  # no MHA: ring_schedule of 4 ranks, causal
     "ring-memory": None,  # the benchmark's parallel rows
     "ring-time": None,  # the benchmark's sequence_split rows
@@ -124,7 +124,7 @@ PAGE_RUNS = {
     "window.md": None,  # its snippets run MHA(24, 4, window=3), the heatmap's, and smaller ones
     "mla.md": None,  # its snippets run MLA, not MHA
     "tiled.md": None,  # its snippets run TiledAttention on q, k, v, not MHA
-    "heads-split.md": None,  # its snippets run MHA(16, 4, kv_heads=2) split over 2 ranks
+    "heads-split.md": None,  # its snippets run MHA(20, 4, kv_heads=2) split over 2 ranks
     "ring.md": None,  # its snippets run ring_attention on q, k, v, not MHA
     "cross.md": PAGE,  # and a context [2, 7, 20]
     "cache.md": (20, 4, (2, 7, 20)),

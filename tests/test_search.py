@@ -43,9 +43,9 @@ PAGES = nav_pages()
 ARTICLE = re.compile(r'<article class="md-content__inner[^"]*">(.*?)</article>', re.S)
 CONFIG = re.compile(r'<script id="__config" type="application/json">(.*?)</script>', re.S)
 TAG = re.compile(r"<[^>]+>")
-EXCLUDED = re.compile(
-    r"<svg data-search-exclude.*?</svg>", re.S
-)  # the pictures (mha_site/pictures.py)
+# what search leaves out: the pictures (mha_site/pictures.py) and the line under each title that
+# links the pages a chapter needs and the notation page (mha_site/notation_link.py)
+EXCLUDED = re.compile(r"<(svg|p) data-search-exclude.*?</\1>", re.S)
 PICTURE_TITLE = re.compile(r"<svg data-search-exclude[^>]*>\s*<title[^>]*>([^<]+)</title>")
 GLOSSARY = ROOT / "docs" / "zh" / "glossary.md"
 
@@ -148,7 +148,7 @@ def separator(site: Path) -> re.Pattern:
 
 @functools.cache
 def article_text(site: Path, lang: str, page: str) -> str:
-    """The text search indexes: the article's, without the pictures (``data-search-exclude``)."""
+    """The text search indexes: the article's, without what ``data-search-exclude`` leaves out."""
     source = (site / page_path(lang, page) / "index.html").read_text(encoding="utf-8")
     match = ARTICLE.search(source)
     assert match, f"{lang}/{page}: no article"
