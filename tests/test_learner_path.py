@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from mha_site.languages import DOCS
+from mha_site.languages import DOCS, LANGUAGES
 from mha_site.markdown import main_thread, words
 
 BUDGET = {"en": 2200, "zh": int(2200 * 1.6)}
@@ -70,3 +70,29 @@ def test_an_exercise_with_a_checked_solution_covers_the_chapter(language, chapte
         and "assert " in body
     ]
     assert covering, f"no exercise with an asserted solution links to {CHAPTERS[chapter]}"
+
+
+# MHA(hidden_size, heads_num) in the pages' code, where the head size hidden_size // heads_num
+# equals heads_num (4 heads of 4) are allowed only here, each with why.
+SAME_SIZES_ALLOWED = {
+    ("math.md", 10, 3): "the design post's MHA(10, 3), not divisible: its error is the point",
+    ("pitfalls.md", 10, 3): "the design post's MHA(10, 3), not divisible: its error is the point",
+    ("walkthrough.md", 4, 2): "the memory pictures' run, small enough to number every element",
+    ("heads-split.md", 64, 8): "the output of python -m mha.parallel, whose sizes are its own",
+}
+SIZES = re.compile(r"\bMHA\((?:hidden_size=)?(\d+), (?:heads_num=)?(\d+)(?P<rest>[,)][^\n]*)")
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_examples_sizes_are_all_different(language):
+    """G6 of the learner's review: heads of the same number as their size (MHA(16, 4)) cannot tell
+    heads from head size in a shape such as [1, 4, 2, 4]."""
+    found = []
+    for page in sorted((DOCS / language).glob("*.md")):
+        for match in SIZES.finditer(page.read_text(encoding="utf-8")):
+            hidden, heads = int(match[1]), int(match[2])
+            if "head_size" in match["rest"] or hidden // heads != heads:
+                continue
+            if (page.name, hidden, heads) not in SAME_SIZES_ALLOWED:
+                found.append(f"{page.name}: {match[0][:40]}")
+    assert not found, found
