@@ -96,3 +96,24 @@ def test_the_examples_sizes_are_all_different(language):
             if (page.name, hidden, heads) not in SAME_SIZES_ALLOWED:
                 found.append(f"{page.name}: {match[0][:40]}")
     assert not found, found
+
+
+# The newest chapters, which the learner's review found without a self-check (and the sliding
+# window's, the page they build on): each ends with one, as the core's pages do.
+NEWEST = (
+    "window.md", "chunked.md", "softcap.md", "sinks.md", "gate.md", "nope.md", "longrope.md",
+    "checked.md", "cache-size.md", "tiled.md", "heads-split.md", "ring.md",
+)  # fmt: skip
+QUIZ = re.compile(r"^## .*\{ #quiz \}$(?P<body>.*?)(?=^## )", re.M | re.S)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+@pytest.mark.parametrize("chapter", NEWEST)
+def test_a_newest_chapter_ends_with_a_self_check_whose_answers_are_checked(language, chapter):
+    found = QUIZ.search((DOCS / language / chapter).read_text(encoding="utf-8"))
+    assert found, f"{language}/{chapter} has no '{{ #quiz }}' section"
+    body = found["body"]
+    questions = re.findall(r"^\*\*\d+\.\*\* ", body, re.M)
+    answers = re.findall(r'^\?\?\? success "', body, re.M)
+    assert len(questions) == len(answers) >= 3, (len(questions), len(answers))
+    assert body.count("```python") >= 2 and "    assert " in body, "answers checked by code"
