@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_flag, _check_length, _check_range, _check_vector
+from mha.checks import check_flag, check_length, check_range, check_vector
 
 __all__ = ["KVCache", "ModelCache"]
 
@@ -160,9 +160,9 @@ class KVCache:
         self, max_len: int | None = None, *, rollback: int = 0, static: bool = False
     ) -> None:
         if max_len is not None:
-            _check_length("max_len", max_len, positive=True)
-        _check_length("rollback", rollback)
-        _check_flag("static", static)
+            check_length("max_len", max_len, positive=True)
+        check_length("rollback", rollback)
+        check_flag("static", static)
         if static and max_len is None:
             raise ValueError(
                 "static=True needs max_len: a static cache attends over a buffer of max_len "
@@ -429,7 +429,7 @@ class KVCache:
                 TypeError: ``n`` 不是 ``int``。
                 ValueError: ``n`` 是负数。
         """
-        _check_length("n", n)
+        check_length("n", n)
         self._kept = n
         drop = max(self._len - self._dropped - n - self.rollback, 0)
         self._dropped += drop
@@ -461,7 +461,7 @@ class KVCache:
                 TypeError: ``size`` 不是 ``int``。
                 ValueError: ``size`` 不是正数。
         """
-        _check_length("size", size, positive=True)
+        check_length("size", size, positive=True)
         self.keep_last(self._len % size)
         self._chunk = size
 
@@ -517,7 +517,7 @@ class KVCache:
                 ValueError: ``keep + rollback`` 超过 ``max_len``；其余与 ``append`` 相同。
                 TypeError: 与 ``append`` 相同。
         """
-        _check_length("keep", keep)
+        check_length("keep", keep)
         self._check(keys, values)
         keep += self.rollback
         if self.max_len is not None and keep > self.max_len:
@@ -558,7 +558,7 @@ class KVCache:
                 TypeError: ``n`` 不是 ``int``。
                 ValueError: ``n`` 是负数，或者大于 ``len(cache)``。
         """
-        _check_length("n", n)
+        check_length("n", n)
         if n > len(self):
             raise ValueError(f"n must be at most len(cache) ({len(self)}), got {n}")
         if self.static:  # the positions beyond n stay in the buffer, masked out, overwritten later
@@ -614,14 +614,14 @@ class KVCache:
                 ValueError: ``index`` 不是一维的，与缓存不在同一设备上，或者（在 CPU 上）有一行
                     超出 0–``batch_size - 1``。
         """
-        _check_vector("index", index, "[new_batch_size]")
+        check_vector("index", index, "[new_batch_size]")
         if self._keys is None:
             return
         if index.device != self._keys.device:
             raise ValueError(
                 f"index must be on the cache's device {self._keys.device}, got {index.device}"
             )
-        _check_range("index", index, self._keys.size(0) - 1, "batch_size - 1")
+        check_range("index", index, self._keys.size(0) - 1, "batch_size - 1")
         # 整个缓冲区按行挑选（out-of-place：之前取出的视图、反向传播要用的张量都不变）
         # The whole buffer, row by row (out of place: views taken earlier, and tensors the backward
         # pass saved, stay unchanged)
@@ -864,7 +864,7 @@ class ModelCache:
         rollback: int = 0,
         static: bool = False,
     ) -> None:
-        _check_length("num_layers", num_layers, positive=True)
+        check_length("num_layers", num_layers, positive=True)
         self.layers = tuple(
             KVCache(max_len, rollback=rollback, static=static) for _ in range(num_layers)
         )

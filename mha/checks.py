@@ -25,11 +25,13 @@ from torch import Tensor
 __all__ = ["check_input", "check_sizes"]
 
 
-# The scalar checks every module shares: a value of the wrong type is a TypeError, a value of the
+# The checks every module of mha shares: a value of the wrong type is a TypeError, a value of the
 # right type out of its range a ValueError; each names the argument, the expected and the actual.
+# They are public names (the modules import them) but not in __all__: the API a user calls is
+# check_sizes and check_input.
 
 
-def _check_length(name: str, value: object, *, positive: bool = False) -> None:
+def check_length(name: str, value: object, *, positive: bool = False) -> None:
     # bool is a subclass of int in Python; a length of True (or MHA(True, 1)) is a bug, not 1.
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
@@ -39,14 +41,12 @@ def _check_length(name: str, value: object, *, positive: bool = False) -> None:
         )
 
 
-def _check_flag(name: str, value: object) -> None:
+def check_flag(name: str, value: object) -> None:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} ({value!r})")
 
 
-def _check_number(
-    name: str, value: object, *, positive: bool = False, finite: bool = False
-) -> None:
+def check_number(name: str, value: object, *, positive: bool = False, finite: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a float, got {type(value).__name__} ({value!r})")
     if positive and not value > 0:
@@ -91,8 +91,8 @@ def check_sizes(
             TypeError: 某个尺寸不是 ``int``，``bool`` 和 ``float`` 也不行。
             ValueError: 某个尺寸不是正数，或者 ``hidden_size`` 不能被 ``heads_num`` 整除。
     """
-    _check_length(names[0], hidden_size, positive=True)
-    _check_length(names[1], heads_num, positive=True)
+    check_length(names[0], hidden_size, positive=True)
+    check_length(names[1], heads_num, positive=True)
     if hidden_size % heads_num != 0:
         raise ValueError(
             f"{names[0]} ({hidden_size}) must be divisible by {names[1]} ({heads_num}); "
@@ -100,7 +100,7 @@ def check_sizes(
         )
 
 
-def _check_integer_tensor(name: str, value: object, shape: str | None = None) -> None:
+def check_integer_tensor(name: str, value: object, shape: str | None = None) -> None:
     """``value`` is an integer tensor (a boolean one is not); ``shape`` is said in the message."""
     integer = isinstance(value, Tensor) and not (
         value.dtype == torch.bool or value.is_floating_point() or value.is_complex()
@@ -115,9 +115,9 @@ def _check_integer_tensor(name: str, value: object, shape: str | None = None) ->
 _AUTOCAST_CASTS = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _check_vector(name: str, value: object, shape: str) -> None:
+def check_vector(name: str, value: object, shape: str) -> None:
     """``value`` is a 1-D integer tensor (a boolean one is not)."""
-    _check_integer_tensor(name, value, shape)
+    check_integer_tensor(name, value, shape)
     if value.dim() != 1:
         raise ValueError(f"{name} must be 1-D {shape}, got shape {list(value.shape)}")
 
@@ -129,7 +129,7 @@ def _readable(value: Tensor) -> bool:
     return value.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
-def _check_range(name: str, value: Tensor, most: int, said: str) -> None:
+def check_range(name: str, value: Tensor, most: int, said: str) -> None:
     """``value``'s entries lie in ``0 .. most``, checked where reading them waits for nothing
     (``_readable``)."""
     if not _readable(value) or not value.numel():
@@ -143,14 +143,14 @@ def _check_range(name: str, value: Tensor, most: int, said: str) -> None:
 MOST_POSITION = 2**24
 
 
-def _check_positions(positions: object, x: Tensor) -> None:
+def check_positions(positions: object, x: Tensor) -> None:
     """``positions`` checked against ``x``: ``[q_len]``, ``[batch_size, q_len]``, or ``[1, q_len]``
     (transformers' default ``position_ids``, the same for every row: it broadcasts); their values
     lie in ``0 .. 2**24``, checked where reading them waits for nothing (``_readable``: on the CPU,
     outside ``torch.compile``, so a compiled decoding step reads no value and a CUDA step waits
     for no copy). Decreasing positions are accepted: a row may restart, as a packed sequence
     does."""
-    _check_integer_tensor("positions", positions)
+    check_integer_tensor("positions", positions)
     if positions.shape not in ((x.size(1),), (x.size(0), x.size(1)), (1, x.size(1))):
         raise ValueError(
             f"positions must be [q_len] = [{x.size(1)}] or [batch_size, q_len] = "
@@ -182,7 +182,7 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target), strict=False))
 
 
-def _check_mask(
+def check_mask(
     mask: object, target: tuple[int, int, int, int], device: torch.device, held: int | None = None
 ) -> None:
     """``mask`` broadcasts to ``target``, ``[batch_size, heads_num, q_len, k_len]``, or (given
@@ -212,7 +212,7 @@ def _check_mask(
     raise ValueError(f"attn_mask of shape {list(mask.shape)} must broadcast to {said}")
 
 
-def _check_rotations(
+def check_rotations(
     rotations: object, positions: Tensor | None, x: Tensor, rope: torch.nn.Module | None
 ) -> None:
     """``rotations``, a model's cos and sin for this call, against the module's ``rope``."""
@@ -286,7 +286,7 @@ def _warn_of_lookalikes(mask: Tensor, target: tuple[int, int, int, int]) -> None
         )
 
 
-def _autocast_enabled(device_type: str) -> bool:
+def autocast_enabled(device_type: str) -> bool:
     try:
         return torch.is_autocast_enabled(device_type)
     except TypeError:  # torch < 2.4 takes no device type
@@ -299,7 +299,7 @@ def _autocast_will_cast(x: Tensor, weight: Tensor) -> bool:
     """Whether autocast is on for ``x``'s device and will cast both ``x`` and ``weight``."""
     if not torch.jit.is_scripting():
         if x.dtype in _AUTOCAST_CASTS and weight.dtype in _AUTOCAST_CASTS:
-            return _autocast_enabled(x.device.type)
+            return autocast_enabled(x.device.type)
     return False
 
 

@@ -43,11 +43,11 @@ from torch import Tensor
 import mha.interop
 from mha.cache import KVCache, ModelCache
 from mha.checks import (
-    _check_flag,
-    _check_integer_tensor,
-    _check_length,
-    _check_number,
-    _check_range,
+    check_flag,
+    check_integer_tensor,
+    check_length,
+    check_number,
+    check_range,
     check_sizes,
 )
 from mha.full import MHA
@@ -207,9 +207,9 @@ class Decoder(nn.Module):
         dropout: float = 0.0,
     ):
         super().__init__()
-        _check_length("vocab_size", vocab_size, positive=True)
-        _check_length("num_layers", num_layers, positive=True)
-        _check_length("max_len", max_len, positive=True)
+        check_length("vocab_size", vocab_size, positive=True)
+        check_length("num_layers", num_layers, positive=True)
+        check_length("max_len", max_len, positive=True)
         self.vocab_size, self.max_len, self.num_layers = vocab_size, max_len, num_layers
         self.tokens = nn.Embedding(vocab_size, hidden_size)
         self.positions = nn.Embedding(max_len, hidden_size)
@@ -331,8 +331,8 @@ class SwiGLU(nn.Module):
 
     def __init__(self, hidden_size: int, mlp_size: int):
         super().__init__()
-        _check_length("hidden_size", hidden_size, positive=True)
-        _check_length("mlp_size", mlp_size, positive=True)
+        check_length("hidden_size", hidden_size, positive=True)
+        check_length("mlp_size", mlp_size, positive=True)
         self.gate = nn.Linear(hidden_size, mlp_size, bias=False)
         self.up = nn.Linear(hidden_size, mlp_size, bias=False)
         self.down = nn.Linear(mlp_size, hidden_size, bias=False)
@@ -591,11 +591,11 @@ class Llama(nn.Module):
         max_len: int | None = None,
     ):
         super().__init__()
-        _check_length("vocab_size", vocab_size, positive=True)
-        _check_length("num_layers", num_layers, positive=True)
+        check_length("vocab_size", vocab_size, positive=True)
+        check_length("num_layers", num_layers, positive=True)
         if max_len is not None:
-            _check_length("max_len", max_len, positive=True)
-        _check_flag("tied", tied)
+            check_length("max_len", max_len, positive=True)
+        check_flag("tied", tied)
         if head_size is None:
             check_sizes(hidden_size, heads_num)
             head_size = hidden_size // heads_num
@@ -717,7 +717,7 @@ def _windows(windows: object, num_layers: int) -> list[int | None]:
         )
     for i, window in enumerate(each):
         if window is not None:
-            _check_length(f"windows[{i}]" if named else "windows", window, positive=True)
+            check_length(f"windows[{i}]" if named else "windows", window, positive=True)
     return each
 
 
@@ -1381,10 +1381,10 @@ def _check_model(model: object) -> None:
             "mha.decoder.LanguageModel, such as mha.decoder.Decoder or mha.decoder.Llama, "
             f"got {type(model).__name__}{lacks}"
         )
-    _check_length("model.vocab_size", model.vocab_size, positive=True)
-    _check_length("model.num_layers", model.num_layers, positive=True)
+    check_length("model.vocab_size", model.vocab_size, positive=True)
+    check_length("model.num_layers", model.num_layers, positive=True)
     if model.max_len is not None:
-        _check_length("model.max_len", model.max_len, positive=True)
+        check_length("model.max_len", model.max_len, positive=True)
 
 
 def _check_prompt(name: str, prompt: object, vocab_size: int) -> None:
@@ -1403,7 +1403,7 @@ def _check_prompt(name: str, prompt: object, vocab_size: int) -> None:
 
 def _check_token(name: str, token: object, vocab_size: int) -> None:
     """``token`` is a token id, ``0 .. vocab_size - 1``."""
-    _check_length(name, token)
+    check_length(name, token)
     if token >= vocab_size:
         raise ValueError(
             f"{name} must be a token id in 0 .. vocab_size - 1 ({vocab_size - 1}), got {token}"
@@ -1441,7 +1441,7 @@ def _check_fits(model: LanguageModel, prompts: list, steps: int, max_len: object
             f"more than model.max_len ({model.max_len})"
         )
     if max_len is not None:
-        _check_length("max_len", max_len, positive=True)
+        check_length("max_len", max_len, positive=True)
         if length + steps > max_len:
             raise ValueError(
                 f"max_len ({max_len}) must be at least {longest} plus steps ({steps}), "
@@ -1463,8 +1463,8 @@ def _check_generate(
     """``generate``'s arguments, but ``eos_token_id`` and ``pad_token_id`` (``_check_stop``)."""
     _check_model(model)
     _check_prompts(prompts, model.vocab_size)
-    _check_length("steps", steps)
-    _check_flag("left", left)
+    check_length("steps", steps)
+    check_flag("left", left)
     windows = [
         (name, kind, getattr(module, kind))
         for name, module in model.named_modules()
@@ -1480,17 +1480,17 @@ def _check_generate(
             f"({kind}={size}) {counts} columns, the padding's among them: pad on the left "
             f"(left=True, the default) with a model that has a {kind}"
         )
-    _check_number("temperature", temperature)
+    check_number("temperature", temperature)
     if not temperature >= 0:
         raise ValueError(f"temperature must be 0 (greedy) or positive, got {temperature}")
     if top_k is not None:
-        _check_length("top_k", top_k, positive=True)
+        check_length("top_k", top_k, positive=True)
         if top_k > model.vocab_size:
             raise ValueError(
                 f"top_k ({top_k}) must be at most model.vocab_size ({model.vocab_size})"
             )
     if top_p is not None:
-        _check_number("top_p", top_p)
+        check_number("top_p", top_p)
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must lie in (0, 1], got {top_p}")
     for name, value in (("top_k", top_k), ("top_p", top_p)):
@@ -1518,8 +1518,8 @@ def _check_search(
     """``beam_search``'s arguments, but ``eos_token_id`` and ``pad_token_id``."""
     _check_model(model)
     _check_prompts(prompts, model.vocab_size)
-    _check_length("steps", steps)
-    _check_length("beams", beams, positive=True)
+    check_length("steps", steps)
+    check_length("beams", beams, positive=True)
     if beams > model.vocab_size:
         raise ValueError(
             f"beams ({beams}) must be at most model.vocab_size ({model.vocab_size}): "
@@ -1559,10 +1559,10 @@ def _check_forward(
     model: Decoder | Llama, ids: object, positions: object, cache: ModelCache | None
 ) -> None:
     """The ``forward`` of ``Decoder`` and ``Llama``: ``ids``, ``positions`` and ``cache``."""
-    _check_integer_tensor("ids", ids, "[batch_size, q_len]")
+    check_integer_tensor("ids", ids, "[batch_size, q_len]")
     if ids.dim() != 2:
         raise ValueError(f"ids must be 2-D [batch_size, q_len], got shape {list(ids.shape)}")
-    _check_range("ids", ids, model.vocab_size - 1, "vocab_size - 1")
+    check_range("ids", ids, model.vocab_size - 1, "vocab_size - 1")
     if cache is not None:
         if not isinstance(cache, ModelCache):
             raise TypeError(f"cache must be a mha.full.ModelCache, got {type(cache).__name__}")
@@ -1578,11 +1578,11 @@ def _check_forward(
                 f"positions, more than max_len ({model.max_len})"
             )
         return
-    _check_integer_tensor("positions", positions, "[batch_size, q_len] or [q_len]")
+    check_integer_tensor("positions", positions, "[batch_size, q_len] or [q_len]")
     if positions.shape not in (ids.shape, ids.shape[1:]):
         raise ValueError(
             f"positions must have shape [batch_size, q_len] {list(ids.shape)} or [q_len] "
             f"{list(ids.shape[1:])}, got {list(positions.shape)}"
         )
     if model.max_len is not None:
-        _check_range("positions", positions, model.max_len - 1, "max_len - 1")
+        check_range("positions", positions, model.max_len - 1, "max_len - 1")

@@ -47,13 +47,13 @@ from torch import Tensor
 
 from mha.cache import KVCache, ModelCache
 from mha.checks import (
-    _check_flag,
-    _check_length,
-    _check_mask,
-    _check_number,
-    _check_positions,
-    _check_rotations,
+    check_flag,
     check_input,
+    check_length,
+    check_mask,
+    check_number,
+    check_positions,
+    check_rotations,
     check_sizes,
 )
 from mha.masks import and_causal, causal_mask, chunk_mask, float_mask_as, held_mask, padding_mask
@@ -112,7 +112,7 @@ def _check_temperature(temperature: object) -> None:
             f"{type(temperature).__name__} ({temperature!r})"
         )
     for name, value in zip(("attn_scale", "floor_scale"), temperature, strict=True):
-        _check_number(f"temperature's {name}", value, positive=True, finite=True)
+        check_number(f"temperature's {name}", value, positive=True, finite=True)
 
 
 def _biased(bias: object) -> set[str]:
@@ -470,27 +470,27 @@ class MHA(nn.Module):
             check_sizes(hidden_size, heads_num)
             head_size = hidden_size // heads_num
         else:
-            _check_length("hidden_size", hidden_size, positive=True)
-            _check_length("heads_num", heads_num, positive=True)
-            _check_length("head_size", head_size, positive=True)
+            check_length("hidden_size", hidden_size, positive=True)
+            check_length("heads_num", heads_num, positive=True)
+            check_length("head_size", head_size, positive=True)
         check_sizes(heads_num, kv_heads, names=("heads_num", "kv_heads"))
-        _check_number("dropout", dropout)
+        check_number("dropout", dropout)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         biased = _biased(bias)
-        _check_flag("fast", fast)
-        _check_flag("sinks", sinks)
-        _check_flag("gate", gate)
+        check_flag("fast", fast)
+        check_flag("sinks", sinks)
+        check_flag("gate", gate)
         _check_qk_norm(qk_norm)
         context_size = hidden_size if context_size is None else context_size
-        _check_length("context_size", context_size, positive=True)
+        check_length("context_size", context_size, positive=True)
         for name, value in (("scale", scale), ("norm_eps", norm_eps), ("softcap", softcap)):
             if value is not None:
-                _check_number(name, value, positive=True, finite=True)
+                check_number(name, value, positive=True, finite=True)
         if window is not None:
-            _check_length("window", window, positive=True)
+            check_length("window", window, positive=True)
         if chunk is not None:
-            _check_length("chunk", chunk, positive=True)
+            check_length("chunk", chunk, positive=True)
         if chunk is not None and window is not None:
             raise ValueError(
                 f"window ({window}) and chunk ({chunk}) are two ways of limiting what a query "
@@ -779,9 +779,9 @@ class MHA(nn.Module):
                 f"this MHA takes a context of width context_size ({self.context_size}) for its "
                 f"keys and values: pass context=, [batch_size, src_len, {self.context_size}]"
             )
-        _check_flag("is_causal", is_causal)
-        _check_flag("need_weights", need_weights)
-        _check_flag("chunks_in_mask", chunks_in_mask)
+        check_flag("is_causal", is_causal)
+        check_flag("need_weights", need_weights)
+        check_flag("chunks_in_mask", chunks_in_mask)
         self._check_options(context, is_causal, positions, x, rotations)
         # 缓存里存的是 context 的键和值
         # the cache holds the context's keys and values
@@ -792,13 +792,13 @@ class MHA(nn.Module):
         held = 0 if cache is None or static else len(cache)
         if attn_mask is not None and static:
             # A static cache's keys are its max_len slots, so the mask covers them all
-            _check_mask(attn_mask, (x.size(0), self.heads_num, x.size(1), cache.max_len), x.device)
+            check_mask(attn_mask, (x.size(0), self.heads_num, x.size(1), cache.max_len), x.device)
         elif attn_mask is not None:
             # Checked before anything changes, so a bad mask leaves the cache as it was. Under a
             # sliding window it may also cover only the keys the cache holds (transformers' form).
             k_len = source.size(1) + (0 if cache is None or context is not None else held)
             kept = 0 if cache is None or context is not None or cache.keys is None else cache.keys.size(2)
-            _check_mask(
+            check_mask(
                 attn_mask, (x.size(0), self.heads_num, x.size(1), k_len), x.device, source.size(1) + kept
             )
 
@@ -1320,7 +1320,7 @@ class MHA(nn.Module):
                 "keys by their positions: context= (cross-attention) has no such positions"
             )
         if rotations is not None:
-            _check_rotations(rotations, positions, x, self.rope)
+            check_rotations(rotations, positions, x, self.rope)
         if positions is None:
             return
         if self.rope is None and self.temperature is None and self.chunk is None:
@@ -1328,7 +1328,7 @@ class MHA(nn.Module):
                 "positions are what rope rotates by (temperature scales by, chunks are counted "
                 "by), and this MHA has none of them"
             )
-        _check_positions(positions, x)
+        check_positions(positions, x)
 
     def _check_context(self, context: Tensor, x: Tensor) -> Tensor:
         named = "hidden_size" if self.context_size == self.hidden_size else "context_size"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from mha.checks import _check_flag, _check_length, _check_range, _check_vector
+from mha.checks import check_flag, check_length, check_range, check_vector
 
 __all__ = ["causal_mask", "chunk_mask", "padding_mask"]
 
@@ -82,13 +82,13 @@ def causal_mask(
             TypeError: ``q_len``、``k_len`` 或 ``window`` 不是 ``int``。
             ValueError: ``q_len`` 或 ``k_len`` 是负数，或者 ``window`` 不是正数。
     """
-    _check_length("q_len", q_len)
-    _check_length("k_len", k_len)
+    check_length("q_len", q_len)
+    check_length("k_len", k_len)
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
     mask = ones.tril(diagonal=k_len - q_len)
     if window is None:
         return mask
-    _check_length("window", window, positive=True)
+    check_length("window", window, positive=True)
     # 查询 i 之前第 window 个位置以前的键也屏蔽掉：上三角从对角线往左 window - 1 处开始
     # Keys more than window - 1 positions before query i are masked too: an upper triangle that
     # starts window - 1 diagonals left of the main one
@@ -150,10 +150,10 @@ def padding_mask(lengths: Tensor, k_len: int, *, left: bool = False) -> Tensor:
             ValueError: ``lengths`` 不是一维的，（在 CPU 上）某个长度不在 0–``k_len`` 之间，或者
                 ``k_len`` 是负数。
     """
-    _check_length("k_len", k_len)
-    _check_flag("left", left)
-    _check_vector("lengths", lengths, "[batch_size]")
-    _check_range("lengths", lengths, k_len, "k_len")
+    check_length("k_len", k_len)
+    check_flag("left", left)
+    check_vector("lengths", lengths, "[batch_size]")
+    check_range("lengths", lengths, k_len, "k_len")
     positions = torch.arange(k_len, device=lengths.device)  # [k_len]
     if left:
         return (positions >= k_len - lengths[:, None])[:, None, None, :]

@@ -36,12 +36,12 @@ from torch import Tensor
 
 from mha.cache import KVCache
 from mha.checks import (
-    _check_flag,
-    _check_length,
-    _check_mask,
-    _check_number,
-    _check_positions,
+    check_flag,
     check_input,
+    check_length,
+    check_mask,
+    check_number,
+    check_positions,
 )
 from mha.masks import and_causal, causal_mask, float_mask_as
 from mha.norm import RMSNorm
@@ -241,11 +241,11 @@ class MLA(nn.Module):
         if q_lora_rank is not None:
             sizes["q_lora_rank"] = q_lora_rank
         for name, value in sizes.items():
-            _check_length(name, value, positive=True)
-        _check_flag("bias", bias)
+            check_length(name, value, positive=True)
+        check_flag("bias", bias)
         for name, value in (("scale", scale), ("norm_eps", norm_eps)):
             if value is not None:
-                _check_number(name, value, positive=True, finite=True)
+                check_number(name, value, positive=True, finite=True)
         rope = RotaryEmbedding(qk_rope_head_dim, interleaved=True) if rope is None else rope
         if not isinstance(rope, RotaryEmbedding) or rope.rotary_dims != qk_rope_head_dim:
             raise ValueError(
@@ -356,8 +356,8 @@ class MLA(nn.Module):
                     别处读取要等设备，或者会打断计算图）。
         """
         check_input(x, self.hidden_size, self.W_dkv.weight)
-        _check_flag("is_causal", is_causal)
-        _check_flag("absorb", absorb)
+        check_flag("is_causal", is_causal)
+        check_flag("absorb", absorb)
         if cache is not None and not isinstance(cache, LatentCache):
             raise TypeError(f"cache must be a mha.mla.LatentCache, got {type(cache).__name__}")
         if cache is not None and cache.static:
@@ -368,11 +368,11 @@ class MLA(nn.Module):
         if cache is not None:
             cache.claim(self, "x")  # one cache per layer, as for KVCache
         if positions is not None:
-            _check_positions(positions, x)
+            check_positions(positions, x)
         held = 0 if cache is None else len(cache)
         b, q_len = x.size(0), x.size(1)
         if attn_mask is not None:
-            _check_mask(attn_mask, (b, self.heads_num, q_len, held + q_len), x.device)
+            check_mask(attn_mask, (b, self.heads_num, q_len, held + q_len), x.device)
 
         # 查询：每个头分成不带位置的部分和旋转的部分
         # Queries: each head split into its part without position and its rotated part

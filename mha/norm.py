@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_flag, _check_length, _check_number
+from mha.checks import check_flag, check_length, check_number
 
 __all__ = ["RMSNorm"]
 
@@ -87,11 +87,11 @@ class RMSNorm(nn.Module):
         elementwise_affine: bool = True,
     ) -> None:
         super().__init__()
-        _check_length("size", size, positive=True)
-        _check_number("eps", eps, positive=True)
-        _check_flag("plus_one", plus_one)
-        _check_flag("weight_in_float32", weight_in_float32)
-        _check_flag("elementwise_affine", elementwise_affine)
+        check_length("size", size, positive=True)
+        check_number("eps", eps, positive=True)
+        check_flag("plus_one", plus_one)
+        check_flag("weight_in_float32", weight_in_float32)
+        check_flag("elementwise_affine", elementwise_affine)
         if plus_one and not elementwise_affine:
             raise ValueError("plus_one scales by 1 + weight: it needs elementwise_affine=True")
         # Gemma 的权重从 0 开始（乘的是 1 + weight），其余的从 1 开始；Llama 4 的没有权重

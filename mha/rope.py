@@ -45,11 +45,11 @@ import torch.nn as nn
 from torch import Tensor
 
 from mha.checks import (
-    _autocast_enabled,
-    _check_flag,
-    _check_integer_tensor,
-    _check_length,
-    _check_number,
+    autocast_enabled,
+    check_flag,
+    check_integer_tensor,
+    check_length,
+    check_number,
 )
 
 __all__ = ["RotaryEmbedding", "frequencies"]
@@ -133,10 +133,10 @@ def frequencies(
             ValueError: ``rotary_dims`` 不是正偶数，``base`` 不大于 1，``scaling`` 的类型未知、
                 缺少键或有未知的键，或者 LongRoPE 的因子列表不是每对一个。
     """
-    _check_length("rotary_dims", rotary_dims)
+    check_length("rotary_dims", rotary_dims)
     if rotary_dims <= 0 or rotary_dims % 2:
         raise ValueError(f"rotary_dims must be a positive even number, got {rotary_dims}")
-    _check_number("base", base)
+    check_number("base", base)
     if not base > 1:
         raise ValueError(f"base must be a number above 1, got {base!r}")
     kind, options = _scaling(scaling)
@@ -183,7 +183,7 @@ def _scaling(scaling: dict | None) -> tuple[str, dict]:
         )
     if "factor" in options and options["factor"] is not None:
         factor = options["factor"]
-        _check_number(f"a {kind} scaling's factor", factor)
+        check_number(f"a {kind} scaling's factor", factor)
         # YaRN's and the dynamic scaling's formulas stretch the trained context: a factor of 1 or
         # more; a linear one may also squeeze it
         least = 0.0 if kind in ("linear", "longrope", "llama3") else 1.0
@@ -191,7 +191,7 @@ def _scaling(scaling: dict | None) -> tuple[str, dict]:
             said = "a finite number above 0" if least == 0 else "a finite number of at least 1"
             raise ValueError(f"a {kind} scaling's factor must be {said}, got {factor!r}")
     if kind == "dynamic":
-        _check_length(
+        check_length(
             "a dynamic scaling's original_max_position_embeddings",
             options["original_max_position_embeddings"],
         )
@@ -295,7 +295,7 @@ def _dynamic(
 def _without_autocast(device_type: str) -> contextlib.AbstractContextManager:
     """Autocast turned off where it is on (the angles stay float32); where it is off, nothing to
     enter (the context manager costs more than the angles of one decoding step)."""
-    if _autocast_enabled(device_type):
+    if autocast_enabled(device_type):
         return torch.autocast(device_type, enabled=False)
     return contextlib.nullcontext()
 
@@ -363,7 +363,7 @@ class RotaryEmbedding(nn.Module):
         scaling: dict | None = None,
     ) -> None:
         super().__init__()
-        _check_flag("interleaved", interleaved)
+        check_flag("interleaved", interleaved)
         inv_freq, self.attention_factor = frequencies(rotary_dims, base, scaling)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         # LongRoPE's second set, and the length past which a call takes it
@@ -446,7 +446,7 @@ class RotaryEmbedding(nn.Module):
                 TypeError: ``positions`` 不是整数张量。
                 ValueError: ``positions`` 不是一维或二维的。
         """
-        _check_integer_tensor("positions", positions)
+        check_integer_tensor("positions", positions)
         if positions.dim() not in (1, 2):
             raise ValueError(
                 "positions must be [q_len] or [batch_size, q_len], got shape "

@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_flag, _check_length, _check_number
+from mha.checks import check_flag, check_length, check_number
 
 __all__ = ["TiledAttention", "merge"]
 
@@ -64,7 +64,7 @@ class TiledAttention(nn.Module):
 
     def __init__(self, block_size: int = 64) -> None:
         super().__init__()
-        _check_length("block_size", block_size, positive=True)
+        check_length("block_size", block_size, positive=True)
         self.block_size = block_size
 
     def extra_repr(self) -> str:
@@ -131,7 +131,7 @@ class TiledAttention(nn.Module):
                     ``q``、``k``、``v`` 不是浮点张量。
                 ValueError: 形状对不上，或者 ``scale`` 不是正数。
         """
-        _check_flag("is_causal", is_causal)
+        check_flag("is_causal", is_causal)
         for name, t in (("q", q), ("k", k), ("v", v)):
             if not isinstance(t, Tensor) or not t.is_floating_point():
                 raise TypeError(
@@ -139,7 +139,7 @@ class TiledAttention(nn.Module):
                     f"{t.dtype if isinstance(t, Tensor) else type(t).__name__}"
                 )
         if scale is not None:
-            _check_number("scale", scale, positive=True)
+            check_number("scale", scale, positive=True)
         if q.dim() != 4 or k.shape[:2] != q.shape[:2] or k.size(-1) != q.size(-1) or v.shape[:3] != k.shape[:3]:
             raise ValueError(
                 "q, k, v must be [batch_size, heads_num, q_len, head_size], [batch_size, "

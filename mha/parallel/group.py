@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import Tensor
 
-from mha.checks import _check_length
+from mha.checks import check_length
 
 
 def _process_group(group: Any) -> dist.ProcessGroup | None:
@@ -127,7 +127,7 @@ def launch(fn: Callable[..., Any], world: int, *args: Any) -> list[Any]:
         异常：
             RuntimeError: 这个平台不能 fork 进程（Windows）；请用 ``torchrun``。
     """
-    _check_length("world", world, positive=True)
+    check_length("world", world, positive=True)
     if "fork" not in mp.get_all_start_methods():
         raise RuntimeError("launch forks processes, which this platform cannot do: use torchrun")
     with tempfile.TemporaryDirectory() as folder:

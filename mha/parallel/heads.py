@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch import Tensor
 
-from mha.checks import _check_length
+from mha.checks import check_length
 from mha.full import MHA
 from mha.parallel.group import _agree, _process_group
 
@@ -319,8 +319,8 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
     """
     if not isinstance(model, MHA):
         raise TypeError(f"model must be a mha.full.MHA, got {type(model).__name__}")
-    _check_length("world", world, positive=True)
-    _check_length("rank", rank)
+    check_length("world", world, positive=True)
+    check_length("rank", rank)
     if rank >= world:
         raise ValueError(f"rank must be in 0 to world - 1 = {world - 1}, got {rank}")
     _check_norm_per_head(model)

@@ -12,7 +12,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha.checks import _check_flag, _check_length
+from mha.checks import check_flag, check_length
 from mha.parallel.group import _agree, _process_group
 from mha.tiled import TiledAttention
 
@@ -100,9 +100,9 @@ def ring_schedule(
             ValueError: ``world`` 不是正数，``rank`` 不在 0–``world - 1`` 之间，或者 ``layout``
                 不是这两种之一。
     """
-    _check_length("world", world, positive=True)
-    _check_length("rank", rank)
-    _check_flag("is_causal", is_causal)
+    check_length("world", world, positive=True)
+    check_length("rank", rank)
+    check_flag("is_causal", is_causal)
     _check_layout(layout)
     if rank >= world:
         raise ValueError(f"rank must be in 0 to world - 1 = {world - 1}, got {rank}")
@@ -192,7 +192,7 @@ def split_sequence(
             ValueError: ``layout`` 不是这两种之一，或者长度不能被 ``world`` 整除（``"zigzag"`` 时是
                 ``2 * world``）。
     """
-    _check_length("world", world, positive=True)
+    check_length("world", world, positive=True)
     _check_layout(layout)
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"dim must be an int, got {type(dim).__name__} ({dim!r})")
@@ -564,8 +564,8 @@ def ring_attention(
                 ``layout`` 不是这两种之一，zigzag 的某一部分长度是奇数，或者本进程不在
                 ``group`` 里。
     """
-    _check_flag("is_causal", is_causal)
-    _check_flag("overlap", overlap)
+    check_flag("is_causal", is_causal)
+    check_flag("overlap", overlap)
     _check_layout(layout)
     group = _process_group(group)
     if not (dist.is_available() and dist.is_initialized()):

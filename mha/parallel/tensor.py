@@ -22,7 +22,7 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from mha.checks import _check_flag
+from mha.checks import check_flag
 from mha.full import MHA
 from mha.parallel.heads import _check_norm_per_head
 
@@ -137,7 +137,7 @@ def block_plan(block: nn.Module, *, sequence_parallel: bool = False) -> dict[str
         raise TypeError(
             f"block must be a mha.decoder.Block or LlamaBlock, got {type(block).__name__}"
         )
-    _check_flag("sequence_parallel", sequence_parallel)
+    check_flag("sequence_parallel", sequence_parallel)
     if isinstance(block, _blocks()[0]):
         up, down = ["mlp.0"], "mlp.2"  # Linear, GELU, Linear, Dropout
     else:
@@ -242,7 +242,7 @@ def parallelize(
                 ``MHA`` 要求 ``sequence_parallel``（没有归一化层可拆），或者它的 q/k 归一化跨越
                 整个投影（``qk_norm="projection"``）。
     """
-    _check_flag("sequence_parallel", sequence_parallel)
+    check_flag("sequence_parallel", sequence_parallel)
     if isinstance(module, MHA):
         attn = module
         if sequence_parallel:

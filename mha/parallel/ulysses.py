@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha.checks import _check_flag
+from mha.checks import check_flag
 from mha.parallel.group import _agree, _process_group
 from mha.parallel.ring import _check_slices
 
@@ -129,7 +129,7 @@ def ulysses_attention(
                 ``q``、``k``、``v`` 不是同一段的，进程数不能整除 ``heads_num`` 或 ``kv_heads``
                 （DeepSpeed-Ulysses 的条件：它拆的就是头），或者本进程不在 ``group`` 里。
     """
-    _check_flag("is_causal", is_causal)
+    check_flag("is_causal", is_causal)
     group = _process_group(group)
     _check_slices(q, k, v, "contiguous")
     gqa = k.size(1) != q.size(1)
