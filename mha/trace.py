@@ -11,7 +11,7 @@ steps, so none of them can disagree with the code.
 The same module reads a class's shape comments (a trailing ``# [batch_size, seq_len, ...]``, found
 with ``tokenize``) and its assignments (``ast``), and runs a call with a tracer on every method of
 the class (``trace_locals``): the shape-comment checker (``mha_site.checkers.shape_comments``) is
-built on these. One ``sys.settrace`` engine (``_watch``) serves both ``record`` and
+built on these. One ``sys.settrace`` engine (``watch``) serves both ``record`` and
 ``trace_locals``. Those helpers are for the project's own checker, not part of the documented API
 (``__all__``).
 
@@ -193,7 +193,7 @@ class Assignment:
         return range(self.first_line, self.last_line + 1)
 
 
-def _names(target: ast.expr) -> tuple[str, ...] | None:
+def bound_names(target: ast.expr) -> tuple[str, ...] | None:
     """The names a target binds: locals (``q`` or ``q_len, k_len``) or one attribute of ``self``
     (``self._keys``, a cache's buffer); ``None`` for anything else."""
     if isinstance(target, ast.Name):
@@ -220,7 +220,7 @@ def _assignments_in(
             if not isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            bound = [_names(target) for target in targets]  # a = b = ...: each target's names
+            bound = [bound_names(target) for target in targets]  # a = b = ...: each target's names
             if None in bound:
                 continue  # a subscript, or self.a.b = ...: no name to record a shape under
             names = tuple(name for names in bound for name in names)
@@ -257,7 +257,7 @@ def assignments(
     return found, stray
 
 
-def _watch(
+def watch(
     codes: set,
     call: Any,
     before: Any = None,
@@ -330,7 +330,7 @@ def trace_locals(
         executed.append((line, tensors))
 
     try:
-        _watch(codes, call, after=after)
+        watch(codes, call, after=after)
     except Exception as error:  # a crash is the caller's to report, with the lines that ran
         return executed, error
     return executed, None
@@ -505,5 +505,5 @@ def record(model: torch.nn.Module, *args: Any, **kwargs: Any) -> list[Step]:
             record_statement(statement, assigned, frame.f_locals)
 
     with torch.no_grad():
-        _watch({code}, lambda: model(*args, **kwargs), before=before)
+        watch({code}, lambda: model(*args, **kwargs), before=before)
     return steps

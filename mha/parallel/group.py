@@ -17,7 +17,7 @@ from torch import Tensor
 from mha.checks import check_length
 
 
-def _process_group(group: Any) -> dist.ProcessGroup | None:
+def as_process_group(group: Any) -> dist.ProcessGroup | None:
     """``group`` as a process group: ``None`` (the default group), a ``ProcessGroup``, or a
     one-dimensional ``DeviceMesh`` (its group); when ``torch.distributed`` is initialised, this
     process must be one of its ranks."""
@@ -56,7 +56,7 @@ def _described(value: Any) -> Any:
     return f"{type(value).__name__}{length}"
 
 
-def _agree(
+def agree(
     caller: str,
     group: dist.ProcessGroup | None,
     values: dict[str, Any],

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from mha.checks import check_length
 from mha.full import MHA
-from mha.parallel.group import _agree, _process_group
+from mha.parallel.group import agree, as_process_group
 
 
 class _SumOverRanks(torch.autograd.Function):
@@ -148,7 +148,7 @@ class HeadsAcrossRanks(nn.Module):
                 每个进程上都是整个模块的输出；``need_weights`` 为真时再返回本进程各头的注意力权重。
         """
         if dist.is_initialized() and dist.get_world_size(self.group) > 1:
-            _agree(
+            agree(
                 "HeadsAcrossRanks",
                 self.group,
                 dict(x=x, context=context, **kwargs, grad_mode=torch.is_grad_enabled()),
@@ -251,7 +251,7 @@ def head_ranges(heads_num: int, kv_heads: int, world: int, rank: int) -> tuple[r
     return range(first_q, first_q + local), range(first_kv, first_kv + local_kv)
 
 
-def _check_norm_per_head(model: MHA) -> None:
+def check_norm_per_head(model: MHA) -> None:
     """A norm of q and k over the whole projection (OLMo 2's) cannot be split by heads: each
     rank would normalise its own heads by their own statistics, not by all heads'."""
     if model.qk_norm == "projection":
@@ -323,7 +323,7 @@ def heads_on_rank(model: MHA, rank: int, world: int) -> MHA:
     check_length("rank", rank)
     if rank >= world:
         raise ValueError(f"rank must be in 0 to world - 1 = {world - 1}, got {rank}")
-    _check_norm_per_head(model)
+    check_norm_per_head(model)
     heads, kv = head_ranges(model.heads_num, model.kv_heads, world, rank)
     d = model.head_size
     # W_o 的偏置只留在进程 0 上：其他进程一个都不留，求和时只加一次，训练时也只更新一次
@@ -418,7 +418,7 @@ def shard_heads(model: MHA, group: Any = None) -> HeadsAcrossRanks:
             ValueError: ``heads_num`` 不能被进程数整除，键/值头既不能拆分也不能共用（错误信息会写出
                 ``heads_num``、``kv_heads`` 和进程数），mesh 不止一维，或者本进程不在 ``group`` 里。
     """
-    group = _process_group(group)
+    group = as_process_group(group)
     world = dist.get_world_size(group) if dist.is_initialized() else 1
     rank = dist.get_rank(group) if dist.is_initialized() else 0
     return HeadsAcrossRanks(heads_on_rank(model, rank, world), group, kv_heads=model.kv_heads)

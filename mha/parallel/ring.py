@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha.checks import check_flag, check_length
-from mha.parallel.group import _agree, _process_group
+from mha.parallel.group import agree, as_process_group
 from mha.tiled import TiledAttention
 
 Action = Literal["whole", "causal", "skip", "front", "back"]
@@ -567,22 +567,22 @@ def ring_attention(
     check_flag("is_causal", is_causal)
     check_flag("overlap", overlap)
     _check_layout(layout)
-    group = _process_group(group)
+    group = as_process_group(group)
     if not (dist.is_available() and dist.is_initialized()):
-        _check_slices(q, k, v, layout)
+        check_slices(q, k, v, layout)
         out, _ = _attend(q, k, v, is_causal, block_size)
         return out.to(q.dtype)
     # 各进程先确认彼此的输入一致（一次 all_gather_object）：形状不同时 gloo 会直接终止进程
     # The ranks first check that their inputs agree (one all_gather_object): with tensors of
     # other sizes gloo aborts the process
     equal = "split the sequence into equal slices (pad it to a multiple of the world size)"
-    _agree(
+    agree(
         "ring_attention",
         group,
         dict(q=q, k=k, v=v, is_causal=is_causal, layout=layout, grad_mode=torch.is_grad_enabled()),
         hints=dict(q=equal, k=equal, v=equal),
     )
-    _check_slices(q, k, v, layout)
+    check_slices(q, k, v, layout)
     options = (is_causal, layout, overlap, group, block_size)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return _RingAttention.apply(q, k, v, *options)
@@ -590,7 +590,7 @@ def ring_attention(
     return out.to(q.dtype)
 
 
-def _check_slices(q: Tensor, k: Tensor, v: Tensor, layout: str) -> None:
+def check_slices(q: Tensor, k: Tensor, v: Tensor, layout: str) -> None:
     """``q``, ``k`` and ``v`` are one rank's parts: the same positions and batch, key/value heads
     that divide the query heads; two chunks of one length for zigzag."""
     if not (

@@ -24,7 +24,7 @@ from torch.distributed.tensor.parallel import (
 
 from mha.checks import check_flag
 from mha.full import MHA
-from mha.parallel.heads import _check_norm_per_head
+from mha.parallel.heads import check_norm_per_head
 
 
 def _blocks() -> tuple[type, ...]:
@@ -259,7 +259,7 @@ def parallelize(
         )
     if isinstance(attn.W_q.weight, DTensor):
         raise ValueError("module is parallelized already: its W_q.weight is a DTensor")
-    _check_norm_per_head(attn)
+    check_norm_per_head(attn)
     mesh = _mesh(mesh, module)
     world = mesh.size()
     _check_heads(attn, world)

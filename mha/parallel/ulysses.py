@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha.checks import check_flag
-from mha.parallel.group import _agree, _process_group
-from mha.parallel.ring import _check_slices
+from mha.parallel.group import agree, as_process_group
+from mha.parallel.ring import check_slices
 
 
 class _AllToAll(torch.autograd.Function):
@@ -130,13 +130,13 @@ def ulysses_attention(
                 （DeepSpeed-Ulysses 的条件：它拆的就是头），或者本进程不在 ``group`` 里。
     """
     check_flag("is_causal", is_causal)
-    group = _process_group(group)
-    _check_slices(q, k, v, "contiguous")
+    group = as_process_group(group)
+    check_slices(q, k, v, "contiguous")
     gqa = k.size(1) != q.size(1)
     if not (dist.is_available() and dist.is_initialized()):
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, enable_gqa=gqa)
     world = dist.get_world_size(group)
-    _agree(
+    agree(
         "ulysses_attention",
         group,
         dict(q=q, k=k, v=v, is_causal=is_causal, grad_mode=torch.is_grad_enabled()),

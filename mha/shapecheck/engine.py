@@ -21,7 +21,7 @@ from typing import Any
 from torch import Tensor
 
 from mha.shapecheck import grammar
-from mha.trace import Comment, _names, _watch, comments
+from mha.trace import Comment, bound_names, comments, watch
 
 # Methods that only look at a tensor another way: an operand written with them is evaluated to
 # find its shape (``k.transpose(-2, -1)``), and nothing else is.
@@ -65,7 +65,7 @@ def _statement(node: ast.stmt) -> Statement:
         isinstance(node, ast.AnnAssign) and node.value is not None
     ):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        bound = [_names(t) for t in targets]
+        bound = [bound_names(t) for t in targets]
         if None not in bound:
             names = tuple(n for names in bound for n in names)
             return Statement(*lines, "assign", names, node.value)
@@ -366,7 +366,7 @@ class Observer:
         """``call()`` under the tracer: what it returns, or ``None`` if it raised (the exception
         is kept in ``observed.error``)."""
         try:
-            return _watch(
+            return watch(
                 self.codes,
                 call,
                 self._before,
