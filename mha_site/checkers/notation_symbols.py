@@ -42,8 +42,10 @@ The rules, in every language:
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import tokenize
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +80,8 @@ MARKS = {"tilde": "\u0303", "hat": "\u0302", "bar": "\u0304"}
 LETTER = "A-Za-z\u0370-\u03ff\u2113"
 PROSE_GREEK = re.compile(r"(?P<symbol>[α-ωΓΔΘΛΞΦΨΩℓ](?:_(?:\{[^{}\s]*\}|[A-Za-z0-9]))?)")
 """A Greek letter of prose or a code comment, with its subscript (``θ_j``); not Σ or Π."""
+SUPERSCRIPT_LABEL = re.compile(r"\^\{?\\(?:text|mathrm)\{[^{}]*\}\}?|\^\{?\\prime\}?|'")
+"""A superscript that labels (``^\\text{long}``) and a prime: the letter stays the same symbol."""
 TEXT_SUBSCRIPT = re.compile(r"_\\(?:text|mathrm)\{([A-Za-z]+)\}")
 WORDS = re.compile(r"\\(?:text|mathrm|operatorname|texttt|mathtt|mathbb|begin|end)\{[^{}]*\}")
 CODE_NAME = re.compile(r"[A-Za-z]+(?:\\_[A-Za-z0-9]+)+")
@@ -95,11 +99,12 @@ INDEX = re.compile(r"[A-Za-z0-9+\-*/(),']+")
 
 def _plain(math: str) -> str:
     """The math without what rule 1 does not read, Greek commands as their letters."""
-    body = TEXT_SUBSCRIPT.sub(r"_{\1}", math.strip("$"))
+    body = SUPERSCRIPT_LABEL.sub("", math.strip("$"))  # λ^\text{short}_j is λ_j
+    body = TEXT_SUBSCRIPT.sub(r"_{\1}", body)
     body = CODE_NAME.sub(" ", WORDS.sub(" ", body))
     body = DECORATION.sub(lambda m: (m[2] or m[3]) + MARKS[m[1]], body)
     body = GREEK_COMMAND.sub(lambda m: GREEK[m[1]], body)
-    return COMMAND.sub(" ", TRANSPOSE.sub(" ", body))
+    return COMMAND.sub(" ", TRANSPOSE.sub("ᵀ", body))
 
 
 def symbols(math: str) -> list[str]:
@@ -113,7 +118,7 @@ def symbols(math: str) -> list[str]:
     found = []
     for match in SYMBOL.finditer(_plain(math)):
         sub = (match["sub"] or "").strip("{}").replace(" ", "")
-        found.append(match["base"] + (f"_{sub}" if sub else ""))
+        found.append(unicodedata.normalize("NFC", match["base"] + (f"_{sub}" if sub else "")))
         for sup in (match["sup"], match["sup2"]):
             if sup:
                 found += symbols(sup[1:].strip("{}").strip("()"))
@@ -209,7 +214,10 @@ def is_defined(symbol: str, defined: set[str]) -> bool:
     if symbol in defined:
         return True
     letter, _, sub = symbol.partition("_")
-    if not sub or letter not in defined:
+    family = not re.fullmatch(r"[A-Za-z]", letter) and any(  # θ_j defined: θ_0, θ_1 are too
+        base(s) == letter and re.fullmatch(r"[a-z]", s.partition("_")[2]) for s in defined
+    )
+    if not sub or (letter not in defined and not family):
         return False
     letters = re.findall(r"[A-Za-z]", sub)
     return INDEX.fullmatch(sub) is not None and all(x in defined for x in letters)
@@ -294,6 +302,8 @@ def visible_code(text: str, language: str, where: str) -> list[tuple[int, str]]:
 def code_tokens(code: list[tuple[int, str]]) -> tuple[list[Use], list[Use]]:
     """(one-letter names, Greek symbols of comments) of the code lines."""
     names, greek = [], []
+    if not code:
+        return names, greek
     source = "\n".join(line for _, line in code) + "\n"
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
@@ -366,22 +376,20 @@ def orientation_problems(math: str) -> list[str]:
     body = _plain(math)
     for match in re.finditer(r"W(?:_\{?[A-Za-z]+\}?)?\^(?P<index>[a-z])(?![A-Za-z])", math):
         found.append(f"W^{match['index']} reads as a power: write W^{{({match['index']})}}")
-    atoms = [
-        (m["base"], bool(m["sup"] or m["sup2"]) and "\\top" in (m[0]), m.end())
-        for m in SYMBOL.finditer(body)
-    ]
     tokens = list(SYMBOL.finditer(body))
-    for here, after in zip(tokens, tokens[1:], strict=False):
+    for here, after in itertools.pairwise(tokens):
         gap = body[here.end() : after.start()]
-        if gap.strip(" \\,;") or "\\" in gap.replace("\\,", ""):
+        column = body[after.end() : after.end() + 1] == "ᵀ"  # k^T: a row, transposed
+        if gap.strip(" \\,;") or column:
             continue
         if MATRIX.fullmatch(here["base"]) and VECTOR.fullmatch(after["base"][0]):
             found.append(f"{here[0]} {after[0]}: a matrix before a vector (write the row first)")
     for match in re.finditer(r"(?P<matrix>[WR](?:_\{?[A-Za-z]+\}?)?(?:\^\{\(\w\)\})?)\s*\[", math):
         found.append(f"{match['matrix']} [ ... ]: a matrix before a stacked vector")
-    for match in re.finditer(r"(?P<v>[a-z](?:_\{?\w+\}?)?)\^\\top\s*(?P<m>W|R)", math):
+    for match in re.finditer(
+        r"(?<![_A-Za-z\\])(?P<v>[a-z](?:_\{?\w+\}?)?)\^\\top\s*(?P<m>W|R)", math
+    ):
         found.append(f"{match['v']}^T {match['m']}: a column vector before a matrix")
-    del atoms
     return found
 
 
@@ -402,7 +410,7 @@ def problems(
     defined = notation.defined
     box_line, _ = box(text)
     own = box_symbols(text)
-    local = own - defined
+    local = {s for s in own if not is_defined(s, defined)}
     found = []
     if local and (listed or set()) != local:
         found.append(
@@ -433,7 +441,7 @@ def problems(
 
 def name_problems(text: str, notation: Notation, uses: list[Use], names: list[Use]) -> list[str]:
     """Rule 6: a one-letter name in code whose letter the page's math uses with another meaning."""
-    own = Row(box_symbols(text) - notation.defined, set())
+    own = Row({s for s in box_symbols(text) if not is_defined(s, notation.defined)}, set())
     quoted = one_letter_spans("\n".join(box_lines(text)))
     letters = {base(use.symbol) for use in uses if re.fullmatch(r"[A-Za-z]", base(use.symbol))}
     spelled = {s for row in notation.rows for s in row.spellings}
