@@ -329,9 +329,9 @@ def reader_uses(text: str, language: str, where: str) -> tuple[list[Use], list[U
     names = []
     for number, line in enumerate(prose_lines(text), 1):
         plain = MATH.sub(" ", line)
-        for span in CODE_SPAN.findall(plain):
-            if re.fullmatch(r"[A-Za-z]", span):
-                names.append(Use(number, span, line.strip()))
+        for span in CODE_SPAN.findall(plain):  # `h`, `KVCache(max_len=N)`: read as code
+            spans, _ = code_tokens([(number, span)])
+            names += [Use(number, use.symbol, line.strip()) for use in spans]
         plain = CODE_SPAN.sub(" ", plain)
         uses += [Use(number, m["symbol"], line.strip()) for m in PROSE_GREEK.finditer(plain)]
     code_names, greek = code_tokens(visible_code(text, language, where))
