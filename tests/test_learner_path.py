@@ -103,6 +103,7 @@ def test_the_examples_sizes_are_all_different(language):
 NEWEST = (
     "window.md", "chunked.md", "softcap.md", "sinks.md", "gate.md", "nope.md", "longrope.md",
     "checked.md", "cache-size.md", "tiled.md", "heads-split.md", "ring.md",
+    "rope.md", "mla.md", "today.md", "model.md", "pytorch.md",
 )  # fmt: skip
 QUIZ = re.compile(r"^## .*\{ #quiz \}$(?P<body>.*?)(?=^## )", re.M | re.S)
 
