@@ -462,9 +462,11 @@ class LlamaBlock(nn.Module):
             返回：
                 形状为 ``[batch_size, q_len, hidden_size]`` 的张量。
         """
-        h = self.norm_1(x)  # [batch_size, q_len, hidden_size]
-        h = self.attn(h, attn_mask=attn_mask, is_causal=True, cache=cache, positions=positions)
-        x = x + h  # [batch_size, q_len, hidden_size]
+        normed = self.norm_1(x)  # [batch_size, q_len, hidden_size]
+        attended = self.attn(
+            normed, attn_mask=attn_mask, is_causal=True, cache=cache, positions=positions
+        )
+        x = x + attended  # [batch_size, q_len, hidden_size]
         return x + self.mlp(self.norm_2(x))  # [batch_size, q_len, hidden_size]
 
 

@@ -41,6 +41,7 @@ The rules, in every language:
 
 from __future__ import annotations
 
+import ast
 import io
 import itertools
 import re
@@ -322,6 +323,14 @@ def code_tokens(code: list[tuple[int, str]]) -> tuple[list[Use], list[Use]]:
     return names, greek
 
 
+def is_python(span: str) -> bool:
+    try:
+        ast.parse(span)
+    except SyntaxError:
+        return False
+    return True
+
+
 def reader_uses(text: str, language: str, where: str) -> tuple[list[Use], list[Use]]:
     """(the symbols a reader meets in order: math, Greek of prose and of code comments; the
     one-letter names of the code shown and of the prose's code spans)."""
@@ -330,6 +339,8 @@ def reader_uses(text: str, language: str, where: str) -> tuple[list[Use], list[U
     for number, line in enumerate(prose_lines(text), 1):
         plain = MATH.sub(" ", line)
         for span in CODE_SPAN.findall(plain):  # `h`, `KVCache(max_len=N)`: read as code
+            if not is_python(span):  # `Meta-Llama-3-8B`, `L × block`: not code
+                continue
             spans, _ = code_tokens([(number, span)])
             names += [Use(number, use.symbol, line.strip()) for use in spans]
         plain = CODE_SPAN.sub(" ", plain)
