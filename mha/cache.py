@@ -326,7 +326,7 @@ class KVCache:
             An integer tensor ``[new]``.
 
         中文:
-            一次调用的 ``new`` 行所在的位置，即 ``len(cache)`` 到 ``len(cache) + new - 1``，放在
+            一次调用的 ``new`` 行所在的位置，即 ``len(cache)``–``len(cache) + new - 1``，放在
             ``device`` 上的张量里：静态缓存从它的长度张量算出，编译过的步骤因此不读任何 Python 数。
 
             参数：

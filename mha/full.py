@@ -141,8 +141,7 @@ class Options:
     that have one). Every consumer reads this one declaration: splitting the heads across ranks
     copies it with the local head counts (``mha.parallel.heads_on_rank``), ``to_torch`` maps or
     refuses each field by name, ``from_hf`` fills it from a transformers module, and the
-    shape-comment checker's runs set each field; ``mha_site/checkers/options.py`` fails when a
-    field is missing from one of them.
+    shape-comment checker's runs set each field.
 
     The fields are the arguments of [`MHA`][mha.full.MHA], with the same meaning and defaults.
 
@@ -183,7 +182,7 @@ class Options:
         不再是 ``None``，``bias`` 是带偏置的那几个投影的名字）。用到选项的地方都读这一份声明：把头
         分到多个进程时，按本进程的头数复制它（``mha.parallel.heads_on_rank``）；``to_torch`` 逐个
         字段地对应或者点名拒绝；``from_hf`` 从 transformers 的模块填写它；形状注释检查器的各次运行
-        把每个字段都用上。``mha_site/checkers/options.py`` 在某个字段被其中一处漏掉时报错。
+        把每个字段都用上。
 
         各字段就是 [`MHA`][mha.full.MHA] 的参数，含义和默认值都相同。
 

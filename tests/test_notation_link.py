@@ -116,5 +116,5 @@ def test_a_chapter_names_the_pages_it_builds_on_before_the_notation_link():
         "Symbols and sizes: see [Notation](notation.md)."
     ), en
     zh = run("zh/window.md", PAGE.replace("# Masks", "# 滑动窗口")).splitlines()[2]
-    needs = "先读：[掩码](masks.md)、[KV 缓存与逐个生成](cache.md)。"
+    needs = "先读：[掩码](masks.md)、[KV 缓存与逐位置生成](cache.md)。"
     assert zh == needs + "符号与尺寸见[记号](notation.md)。", zh

@@ -93,4 +93,4 @@ def test_the_home_page_shows_both_routes(lang):
 def test_the_you_need_line_links_each_page_by_its_own_title():
     assert needs_line("en", "why.md") is None
     line = needs_line("zh", "gqa.md")
-    assert line == "先读：[注意力头相互独立](heads.md)、[KV 缓存与逐个生成](cache.md)。", line
+    assert line == "先读：[注意力头相互独立](heads.md)、[KV 缓存与逐位置生成](cache.md)。", line
