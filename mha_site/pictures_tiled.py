@@ -2,8 +2,8 @@
 
 ``tiled-running``: the page's own run (seed 0, ``q`` ``[1, 2, 5, 8]``, ``k`` and ``v``
 ``[1, 2, 12, 8]``, blocks of 4): query 0 of head 0, its 12 scores in their three blocks, and
-after each block the running maximum ``m`` and the running sum ``l``, read from
-``TiledAttention(4)`` run over the keys up to that block (its log-sum-exp is ``m + log l``).
+after each block the running maximum ``m`` and the running sum ``ℓ``, read from
+``TiledAttention(4)`` run over the keys up to that block (its log-sum-exp is ``m + log ℓ``).
 
 ``tiled-memory``: the peak memory of one call, written-out scores against tiled blocks, from the
 benchmark's results file (``tiled_memory``).
@@ -34,7 +34,7 @@ def page_run() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 @functools.cache
 def running() -> tuple[list[float], list[tuple[float, float]]]:
-    """Query 0 of head 0: its scores, and ``(m, l)`` after each block, from real runs."""
+    """Query 0 of head 0: its scores, and ``(m, ℓ)`` after each block, from real runs."""
     from mha.tiled import TiledAttention
 
     q, k, v = page_run()
@@ -52,9 +52,9 @@ def tiled_running_picture(language: str) -> str:
     title = tr(
         language,
         "One query's 12 scores in blocks of 4: after each block, the largest score so far m and "
-        "the sum l of exp(score - m)",
+        "the sum ℓ of exp(score - m)",
         "一个查询的 12 个分数，每块 4 个：每处理完一块，目前最大的分数 m，"
-        "以及 exp(分数 - m) 之和 l",
+        "以及 exp(分数 - m) 之和 ℓ",
     )
     svg = Svg("tiled-running", title)
     left, top = 56, 8 + FONT  # room for the row labels, and no more: 8 px text on a phone
@@ -70,7 +70,7 @@ def tiled_running_picture(language: str) -> str:
     rows = top + CELL_H + 22
     svg.text(4, rows, tr(language, "block", "块"), size=SMALL)
     svg.text(4, rows + 20, "m", code=True)
-    svg.text(4, rows + 40, "l", code=True)
+    svg.text(4, rows + 40, "ℓ", code=True)
     previous = None
     for block, (m, total) in enumerate(states):
         centre = left + block * (BLOCK * CELL_W + GAP) + BLOCK * CELL_W / 2
@@ -79,7 +79,7 @@ def tiled_running_picture(language: str) -> str:
         svg.text(centre, rows + 20, f"{m:.2f}", anchor="middle", code=True)
         svg.text(centre, rows + 40, f"{total:.2f}", anchor="middle", code=True)
         if previous is not None and m > previous:
-            grew = tr(language, "m grew: l times", "m 变大：l 乘以")
+            grew = tr(language, "m grew: ℓ times", "m 变大：ℓ 乘以")
             svg.text(
                 centre,
                 rows + 58,
@@ -92,7 +92,7 @@ def tiled_running_picture(language: str) -> str:
     svg.text(
         4,
         rows + 80,
-        f"lse = m + log l = {m + math.log(total):.4f} = logsumexp(scores)",
+        f"lse = m + log ℓ = {m + math.log(total):.4f} = logsumexp(scores)",
         code=True,
         size=SMALL,
     )
