@@ -179,17 +179,15 @@ class MHA(nn.Module):
         # 用注意力权重对值加权求和，得到每个头的输出
         # Weight the values by the attention: each head's output
         out = torch.matmul(attn, v)  # [batch_size, heads_num, seq_len, head_size]
-        # 拼接各头：transpose 换回 [batch_size, seq_len, heads_num, head_size]，这时一般不连续；
-        # contiguous 按这个顺序把数据复制进一块连续内存（本来就连续则不复制）；少了这一步，view 会报错；
+        # 拼接各头。transpose 把形状换回 [batch_size, seq_len, heads_num, head_size]，这时一般不连续；
+        # contiguous 按这个顺序把数据复制进一块连续内存，view 需要这一点；
         # view 再把 heads_num × head_size 合成 hidden_size。
-        # view 的参数在 transpose().contiguous() 之后才求值，但 out 这个名字此时仍指向转置前、
-        # 形状为 [batch_size, heads_num, seq_len, head_size] 的张量，所以 out.size(2) 是 seq_len
-        # Concatenate the heads: transpose back to [batch_size, seq_len, heads_num, head_size],
-        # in general not contiguous; contiguous copies the data into one block in that order (no
-        # copy if it already is one), without which view raises; view then merges
-        # heads_num x head_size into hidden_size. The arguments of view are evaluated after
-        # transpose().contiguous() has run, but out still names the un-transposed tensor of
-        # shape [batch_size, heads_num, seq_len, head_size]: so out.size(2) is seq_len
+        # out.size(2) 是 seq_len：求值时 out 还指向转置之前的张量。
+        # Concatenate the heads. transpose gives [batch_size, seq_len, heads_num, head_size],
+        # in general not contiguous;
+        # contiguous copies the data into one block in that order, which view needs;
+        # view then merges heads_num x head_size into hidden_size.
+        # out.size(2) is seq_len: out still names the tensor before the transpose.
         out = out.transpose(1, 2).contiguous().view(out.size(0), out.size(2), self.hidden_size)  # [batch_size, seq_len, hidden_size]
         # 最后通过输出投影 W_o，混合各头的信息
         # Finally the output projection W_o mixes the heads' information
