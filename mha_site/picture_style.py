@@ -16,6 +16,7 @@ SVG).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html import escape
 from typing import NamedTuple
 
@@ -294,3 +295,45 @@ class Svg:
             f' class="{" ".join(["mha-picture", *self.classes.split()])}">'
             f'<title id="{tid}">{escape(self.title)}</title>{desc}' + body + "</svg>"
         )
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A framed plot area of a picture: ``x`` from ``x_range[0]`` to ``x_range[1]`` across,
+    ``y`` likewise up, placed at ``(left, top)`` with ``width`` by ``height`` pixels."""
+
+    left: float
+    top: float
+    width: float
+    height: float
+    x_range: tuple[float, float]
+    y_range: tuple[float, float]
+
+    def px(self, x: float) -> float:
+        low, high = self.x_range
+        return self.left + self.width * (x - low) / (high - low)
+
+    def py(self, y: float) -> float:
+        low, high = self.y_range
+        return self.top + self.height * (1 - (y - low) / (high - low))
+
+    def frame(self, svg: Svg, x_ticks, y_ticks, x_label: str, y_label: str) -> None:
+        """The frame, its ticks with their values, and the two axes' labels."""
+        svg.rect(self.left, self.top, self.width, self.height, cls="mha-sn", stroke="#555555")
+        bottom = self.top + self.height
+        for x in x_ticks:
+            svg.line(self.px(x), bottom, self.px(x), bottom + 4)
+            svg.text(self.px(x), bottom + 16, f"{x:g}", size=SMALL, anchor="middle")
+        for y in y_ticks:
+            svg.line(self.left - 4, self.py(y), self.left, self.py(y))
+            svg.text(self.left - 6, self.py(y) + 4, f"{y:g}", size=SMALL, anchor="end")
+        svg.text(self.left + self.width / 2, bottom + 34, x_label, anchor="middle")
+        svg.turned_text(12, self.top + self.height / 2, y_label)
+
+    def curve(self, svg: Svg, xs, ys, width: float = 1.6, cls: str = "mha-sfg") -> None:
+        """A line through the points ``(xs[n], ys[n])``."""
+        d = " ".join(
+            f"{'M' if n == 0 else 'L'}{self.px(x):.1f},{self.py(y):.1f}"
+            for n, (x, y) in enumerate(zip(xs, ys, strict=True))
+        )
+        svg.path(d, cls=cls, width=width)

@@ -1,4 +1,8 @@
-"""The picture of the chapter gate: how much of each head's output its gate lets through.
+"""The pictures of the chapter gate: how much of each head's output its gate lets through.
+
+``gate-sweep``: the same run, the bias of every gate row set to each of ``SWEEP`` in turn: the
+mean gate factor ``sigmoid(gate)``, and how much of the heads' contribution reaches the output,
+``|out - W_o.bias| / |open - W_o.bias|`` with ``open`` the layer at a bias of 40 (every factor 1).
 
 ``gate-values``: the page's run, ``MHA(20, 4, gate=True)`` on ``x`` of shape ``[2, 3, 20]``,
 causal; for sequence 0, each head and position, the ``head_size`` = 5 values of
@@ -13,7 +17,7 @@ import functools
 import torch
 
 from mha_site.languages import tr
-from mha_site.picture_style import FONT, PAGE_RUN, SMALL, Svg, fill_of, stroke_of
+from mha_site.picture_style import FONT, PAGE_RUN, SMALL, Plot, Svg, fill_of, stroke_of
 
 LABEL = 52.0  # the heads' labels, left of the cells
 BAR_W, GAP = 10.0, 3.0  # one channel's bar, and the space between two
@@ -91,4 +95,60 @@ def gate_values_picture(language: str) -> str:
     return str(svg)
 
 
-PICTURES = {"gate-values": gate_values_picture}
+SWEEP = [n / 2 for n in range(-16, 17)]  # the gate rows' bias, -8 .. +8
+
+
+@functools.cache
+def sweep() -> tuple[list[float], list[float]]:
+    """(the mean gate factor, the share of the open layer's contribution passed) for each bias of
+    ``SWEEP``, on the page's run."""
+    from mha.full import MHA
+
+    torch.manual_seed(0)
+    x = torch.randn(*PAGE_RUN.x_shape)
+    model = MHA(PAGE_RUN.hidden_size, PAGE_RUN.heads_num, gate=True)
+    heads, size = model.heads_num, model.head_size
+    gate_rows = torch.arange(2 * heads * size).view(heads, 2 * size)[:, size:].flatten()
+
+    def at(bias: float) -> tuple[float, torch.Tensor]:
+        model.W_q.bias[gate_rows] = bias
+        qg = model.W_q(x).view(x.size(0), x.size(1), heads, 2 * size)
+        factor = float(torch.sigmoid(qg[..., size:]).mean())
+        return factor, model(x, is_causal=True) - model.W_o.bias
+
+    with torch.no_grad():
+        _, opened = at(40.0)
+        runs = [at(bias) for bias in SWEEP]
+    factors = [factor for factor, _ in runs]
+    passed = [float(out.norm() / opened.norm()) for _, out in runs]
+    return factors, passed
+
+
+def gate_sweep_picture(language: str) -> str:
+    _, passed = sweep()
+    title = tr(
+        language, "The gate as a dial: its bias from shut to open", "门控像一个旋钮：偏置从关到开"
+    )
+    description = tr(
+        language,
+        "MHA(20, 4, gate=True) on x of shape [2, 3, 20], causal, run once per bias of its gate "
+        "rows from -8 to +8: the size of the heads' contribution to the output against the "
+        "layer's with every gate open (0 shut, 1 open).",
+        "MHA(20, 4, gate=True) 在形状为 [2, 3, 20] 的 x 上做因果计算，门控行的偏置取 -8–+8 的每个值"
+        "各运行一次：各头对输出的贡献相对于门控全开时的大小（0 为关，1 为开）。",
+    )
+    svg = Svg("gate-sweep", title, description)
+    svg.text(4, 16, title, bold=True)
+    plot = Plot(48.0, 40.0, 260.0, 150.0, (-8.0, 8.0), (0.0, 1.0))
+    plot.frame(
+        svg,
+        range(-8, 9, 2),
+        (0, 0.5, 1),
+        tr(language, "the gate rows' bias", "门控行的偏置"),
+        tr(language, "heads' output passed", "各头输出通过的份额"),
+    )
+    plot.curve(svg, SWEEP, passed)
+    return str(svg)
+
+
+PICTURES = {"gate-values": gate_values_picture, "gate-sweep": gate_sweep_picture}

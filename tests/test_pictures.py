@@ -105,9 +105,11 @@ DRAWN = {
     "fast-memory": PAGE,  # the fast page's model and written_out on x and a context [2, 7, 20]
     "softcap-curve": PAGE,
     "sink-share": PAGE,
+    "sink-sweep": PAGE,  # the same run, its head 0's sink logit set to -5 .. +5 in turn
     # the chunked page's MHA(24, 4) on 12 positions: causal, window=4, chunk=4
     **{name: (24, 4, (1, 12, 24)) for name in ("chunk-masks", "chunk-cache")},
     "gate-values": PAGE,
+    "gate-sweep": PAGE,  # the same run, its gate rows' bias set to -8 .. +8 in turn
     "longrope-wavelengths": None,  # no MHA: the longrope page's RotaryEmbedding(96), 3 ways
     # the factor MHA(20, 4, temperature=(0.1, 8192)) applies at 260 positions up to 2 ** 20
     "temperature-factor": (20, 4, (1, 260, 20)),
