@@ -26,28 +26,25 @@ import re
 from markdown import Extension
 from markdown.blockprocessors import CodeBlockProcessor
 
+from mha_site.markdown import FENCE_OPEN, code_block_lines
+
 log = logging.getLogger("mkdocs.plugins.mha_site.rendering")
 
 _page: list[str] = [""]
 """The page being converted (set before its Markdown is converted)."""
 
 BOX = re.compile(r"^(?P<indent> *)(?:\?\?\?\+?|!!!) ")
-FENCE = re.compile(r"^(?P<indent> *)(?:`{3,}|~{3,})")
 
 
 def boxes_closed_early(markdown: str) -> list[tuple[int, str]]:
     """(line, box title) of each box whose text ends with a colon and whose next block is a fence
     at or left of the box's own column: the code it introduces is outside it."""
     lines = markdown.splitlines()
+    code = code_block_lines(markdown)  # a fence's lines are code, not boxes
     found = []
-    inside = False  # in a fence: its lines are code, not boxes
     for number, line in enumerate(lines):
-        fence = FENCE.match(line)
-        if fence:
-            inside = not inside
-            continue
         box = BOX.match(line)
-        if inside or not box:
+        if number in code or not box:
             continue
         column = len(box["indent"])
         last = None  # the box's last non-blank line
@@ -57,10 +54,10 @@ def boxes_closed_early(markdown: str) -> list[tuple[int, str]]:
                 continue
             if len(text) - len(text.lstrip(" ")) > column:
                 last = text
-                if FENCE.match(text):  # a fence inside the box: it holds code
+                if FENCE_OPEN.match(text):  # a fence inside the box: it holds code
                     break
                 continue
-            fence_after = FENCE.match(text)
+            fence_after = FENCE_OPEN.match(text)
             if fence_after and last is not None and last.rstrip().endswith((":", "：")):
                 found.append((number + 1, line.strip()))
             break
@@ -80,12 +77,10 @@ def short_rows(markdown: str) -> list[tuple[int, int, int]]:
     table's header. Tables in fences are content, not tables."""
     found = []
     header = None
-    inside = False
+    code = code_block_lines(markdown)
     for number, line in enumerate(markdown.splitlines(), start=1):
-        if FENCE.match(line):
-            inside = not inside
         text = line.strip()
-        if inside or not text.startswith("|"):
+        if number - 1 in code or not text.startswith("|"):
             header = None
             continue
         count = cells(text)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from test_reading_guide import guide, rows
 
 from mha_site.languages import DOCS, LANGUAGES, nav_pages
 from mha_site.routes import NEEDS, ROUTES, minutes, needs_line, route_table, source, title
@@ -22,9 +23,7 @@ STARTS = {
 
 def kinds() -> dict[str, str]:
     """Each page's kind (core, optional, reference) in the home page's reading guide."""
-    guide = (DOCS / "en" / "index.md").read_text(encoding="utf-8")
-    links = re.findall(r"^\| \[[^\]]+\]\(([\w-]+\.md)\) \| (\w+) \|", guide, re.M)
-    return dict(links)
+    return {row["page"]: row["kind"] for row in rows(guide("en"))}
 
 
 def test_every_page_named_is_a_page_of_the_menu_with_a_title_in_each_language():
