@@ -129,11 +129,11 @@ class KVCache:
                 几个位置）；默认为 0。
             static: 默认 ``False``：每次调用对缓存里留着的位置做注意力，键的长度每步加一。
                 ``True``（必须给 ``max_len``）：静态缓存。每次调用把键和值写进 ``max_len`` 长的
-                缓冲区里各自的位置，再对整个缓冲区做注意力，用掩码挡住没写过的位置（以及因果顺序
+                缓冲区里各自的位置，再对整个缓冲区做注意力，用掩码屏蔽没写过的位置（以及因果顺序
                 和窗口之外的位置）：每一步解码的形状都一样，已存的位置数是缓冲区所在设备上的张量，
                 从不是 Python 数，所以编译一次的解码步骤（``torch.compile(fullgraph=True,
-                dynamic=False)``）服务每一步，CUDA graphs 也能捕获它。它从不丢弃位置（滑动窗口
-                改用掩码挡住），只存自注意力的键和值。``torch.save`` 只写已存的位置，不写满
+                dynamic=False)``）服务每一步，CUDA Graphs 也能捕获它。它从不丢弃位置（滑动窗口
+                改用掩码屏蔽），只存自注意力的键和值。``torch.save`` 只写已存的位置，不写满
                 ``max_len``。
 
         属性：
@@ -449,7 +449,7 @@ class KVCache:
             ValueError: ``size`` is not positive.
 
         中文:
-            只留正在进行的那一块的位置，外加 ``rollback`` 个：分块的 ``MHA.forward``
+            只留正在进行的那一块的位置，外加 ``rollback`` 个：做块内注意力的 ``MHA.forward``
             （``MHA(chunk=size)``，Llama 4 的块内注意力）每次调用之后调用它。查询只看得到自己那一块
             （``size`` 个位置）里的键，所以写完的一块就释放掉：留下 ``len(cache) % size`` 个位置，
             一块刚结束时一个也不留。

@@ -131,7 +131,7 @@ class TransformersKVCache(KVCache):
             layer_idx: 它的哪一层。
 
         异常：
-            TypeError: ``past_key_values`` 不是由完整层或滑动窗口层组成的 ``DynamicCache``（比如
+            TypeError: ``past_key_values`` 不是由全注意力层或滑动窗口层组成的 ``DynamicCache``（比如
                 是 ``StaticCache``）。
     """
 
@@ -502,7 +502,7 @@ class HFAttention(nn.Module):
             不会被悄悄丢掉。
 
             **位置。** 旋转跟着模型的位置走：先用 transformers 的旋转表（``position_embeddings``：
-            cos 和 sin，或者 Llama 4 的复数，它的实部和虚部就是交错维度对的 cos 和 sin），没有
+            cos 和 sin，或者 Llama 4 的复数，它的实部和虚部就是交错排列的各通道对的 cos 和 sin），没有
             就用 ``position_ids``，再没有就取紧接在缓存之后的位置。不旋转的层不取位置：Llama 4
             的 NoPE 层按缓存里的下标给查询乘上温度系数（它的 ``temperature``），与 Llama 4 相同；
             它的块内注意力层用它的掩码，掩码里已经按块划分（``chunks_in_mask``）。
@@ -512,7 +512,7 @@ class HFAttention(nn.Module):
                 position_embeddings: transformers 为所有层只算一次的 cos 和 sin：``MHA`` 直接按它们
                     旋转（``rotations=``），它们正是模块自己的 ``rope`` 对 ``position_ids`` 算出的表
                     （tests/test_swap.py 逐位核对）；Llama 4 传的是复数
-                    ``[batch_size or 1, q_len, head_size / 2]``，就是交错维度对的同一张表；
+                    ``[batch_size or 1, q_len, head_size / 2]``，就是交错排列的通道对的同一张表；
                     ``MLA`` 只旋转每个头的一部分，仍按 ``position_ids`` 用自己的 ``rope`` 旋转。
                 attention_mask: ``None``（只有因果掩码）、布尔掩码 ``[batch_size, 1, q_len, k_len]``
                     （True 表示可以关注），或者同样形状、加到分数上的浮点掩码，都是模型构建好的。

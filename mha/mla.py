@@ -343,7 +343,7 @@ class MLA(nn.Module):
                     位置做注意力。
                 positions: ``[q_len]`` 或 ``[batch_size, q_len]``，每个都在 0–``2**24`` 之内
                     （float32 能精确表示的整数）；``None`` 表示 ``len(cache) + arange(q_len)``。
-                absorb: 把键的升维矩阵并进查询、值的升维矩阵并进输出，缓存里的潜在向量始终不展开：
+                absorb: 把键的升维投影并进查询、值的升维投影并进输出，缓存里的潜在向量始终不展开：
                     输出相同。
 
             返回：

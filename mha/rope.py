@@ -125,7 +125,7 @@ def frequencies(
                 用 ``short_factor``。
 
         返回：
-            ``inv_freq``，float32，形状 ``[rotary_dims // 2]``：对 ``i`` 的两维每个位置转
+            ``inv_freq``，float32，形状 ``[rotary_dims // 2]``：通道对 ``i`` 的两个通道每个位置转
                 ``inv_freq[i]`` 弧度；以及 ``attention_factor``，只有 YaRN 和 LongRoPE 不是 1.0。
 
         异常：
@@ -325,9 +325,9 @@ class RotaryEmbedding(nn.Module):
     Examples:
         >>> rope = RotaryEmbedding(4)
         >>> q = torch.tensor([[[[1.0, 0.0, 0.0, 0.0]]]])  # [batch, heads, q_len, head_size]
-        >>> # 位置 1：对 0 转 1 弧度
+        >>> # 位置 1：通道对 0 转 1 弧度
         >>> cos, sin = rope(torch.tensor([1]))  # position 1: pair 0 turns by 1 radian
-        >>> # (cos 1, 0, sin 1, 0)：第 0 维和第 2 维组成对 0
+        >>> # (cos 1, 0, sin 1, 0)：通道 0 和 2 组成通道对 0
         >>> rope.rotate(q, cos, sin)  # (cos 1, 0, sin 1, 0): dims 0 and 2 are pair 0
         tensor([[[[0.5403, 0.0000, 0.8415, 0.0000]]]])
 
