@@ -1324,8 +1324,8 @@ class MHA(nn.Module):
             return
         if self.rope is None and self.temperature is None and self.chunk is None:
             raise ValueError(
-                "positions are what rope rotates by (temperature scales by, chunks are counted "
-                "by), and this MHA has none of them"
+                "positions= is used only by rope, temperature or chunk, and this MHA has none "
+                "of them"
             )
         check_positions(positions, x)
 
