@@ -408,7 +408,7 @@ class MHA(nn.Module):
             chunk: 块内注意力（Llama 4 的 ``attention_chunk_size``）：与 ``is_causal`` 一起使用时，
                 位置按 ``chunk`` 个一块划分（0–``chunk - 1``、``chunk`` 起……），查询只看得到自己
                 那一块里、不晚于自己的键；缓存释放每个写完的块，调用之后只留 ``len(cache) % chunk``
-                个位置。给了 ``positions`` 时按它们分块（左填充的行从第一个真实位置数起，与
+                个位置。给了 ``positions`` 时按它们切块（左填充的行从第一个真实位置数起，与
                 transformers 相同），缓存留最近的 ``chunk - 1`` 个。不能与 ``window`` 同时使用。
             softcap: 注意力分数的软上限（Gemma 2 的 ``attn_logit_softcapping``）：缩放后的每个
                 分数 ``s`` 在加掩码之前变成 ``tanh(s / softcap) * softcap``，于是每个分数都落在
@@ -737,16 +737,16 @@ class MHA(nn.Module):
                     （左填充的一批）是 ``[batch_size, q_len]``。默认 ``None`` 表示
                     ``len(cache) + arange(q_len)``：紧接在缓存里已有的位置之后（没有缓存时就是
                     0–``q_len - 1``）。左填充的一批，每一层都用同一种约定：各行自己的位置（从第一个
-                    真实位置数起）；``rope`` 按它们旋转，``chunk`` 按它们分块，``temperature`` 则
+                    真实位置数起）；``rope`` 按它们旋转，``chunk`` 按它们切块，``temperature`` 则
                     不看它们，按缓存里的下标缩放（与 Llama 4 相同），所以同样的参数在 Llama 4 的
                     块内注意力层和 NoPE 层上都得到 transformers 的结果。
                 rotations: 有 ``rope`` 时可以代替 ``positions``：``rope(positions)`` 给出的余弦和
                     正弦，各为 ``[q_len, rotary_dims]`` 或 ``[batch_size 或 1, q_len, rotary_dims]``，
                     供所有层只算一次角度的模型使用（transformers 以 ``position_embeddings`` 传入它
                     自己算的）。
-                chunks_in_mask: 有 ``chunk`` 时，``attn_mask`` 已经含有分块就设为 ``True``
-                    （transformers 的分块掩码：左填充的行从第一个真实位置数块，即使它传来的位置把
-                    填充也算在内）：模块不再加自己的分块掩码，缓存留最近的 ``chunk - 1`` 个位置。
+                chunks_in_mask: 有 ``chunk`` 时，``attn_mask`` 已经含有块掩码就设为 ``True``
+                    （transformers 的块内注意力掩码：左填充的行从第一个真实位置数块，即使它传来的位置把
+                    填充也算在内）：模块不再加自己的块掩码，缓存留最近的 ``chunk - 1`` 个位置。
 
             返回：
                 ``[batch_size, q_len, hidden_size]``；``need_weights`` 为真时再返回注意力权重
@@ -836,7 +836,7 @@ class MHA(nn.Module):
 
         given = None
         if self.chunk is not None:
-            # 调用者给的位置（若有）：分块按它们数（左填充的行各自从第一个真实位置数起）
+            # 调用者给的位置（若有）：块按它们数（左填充的行各自从第一个真实位置数起）
             # The caller's positions, if any: chunks count by them (a left-padded row's own)
             given = positions  # [..., q_len]
         if self.rope is not None:
@@ -998,11 +998,11 @@ class MHA(nn.Module):
             # window - 1 latest positions
             cache.keep_last(self.window - 1)
         elif cache is not None and self.chunk is not None and not static and given is None and not chunks_in_mask:
-            # 分块：写完的一块再也不会被看到，缓存只留正在进行的这一块
+            # 块内注意力：写完的一块再也不会被看到，缓存只留正在进行的这一块
             # Chunks: a finished chunk is never seen again, so the cache keeps the one in progress
             cache.keep_chunk(self.chunk)
         elif cache is not None and self.chunk is not None and not static:
-            # 按调用者的位置（或掩码）分块（左填充的各行各自分块）：留下任何一行下一个查询可能要的
+            # 按调用者的位置（或掩码）切块（左填充的各行各自切块）：留下任何一行下一个查询可能要的
             # chunk - 1 个
             # Chunks by the caller's positions, or mask (a left-padded batch's rows chunked
             # apart): keep the chunk - 1 any row's next query may need
@@ -1135,7 +1135,7 @@ class MHA(nn.Module):
         chunks moved into the batch dimension), the part of a chunk left at the end one more.
 
         中文:
-            键正好是查询自己的位置、从一块的开头起时的分块因果注意力：完整的块挪进批这一维，一次
+            键正好是查询自己的位置、从一块的开头起时的块内因果注意力：完整的块挪进批这一维，一次
             调用 ``scaled_dot_product_attention``（因果）算完，最后不满一块的部分再调用一次。
         """
         size, length = self.chunk, q.size(2)
