@@ -836,7 +836,7 @@ class MHA(nn.Module):
 
         given = None
         if self.chunk is not None:
-            # 调用者给的位置（若有）：分块按它们数（左填充的行各自从第一个真实位置数起）
+            # 调用者给的位置（若有）：块按它们数（左填充的行各自从第一个真实位置数起）
             # The caller's positions, if any: chunks count by them (a left-padded row's own)
             given = positions  # [..., q_len]
         if self.rope is not None:
@@ -998,11 +998,11 @@ class MHA(nn.Module):
             # window - 1 latest positions
             cache.keep_last(self.window - 1)
         elif cache is not None and self.chunk is not None and not static and given is None and not chunks_in_mask:
-            # 分块：写完的一块再也不会被看到，缓存只留正在进行的这一块
+            # 块内注意力：写完的一块再也不会被看到，缓存只留正在进行的这一块
             # Chunks: a finished chunk is never seen again, so the cache keeps the one in progress
             cache.keep_chunk(self.chunk)
         elif cache is not None and self.chunk is not None and not static:
-            # 按调用者的位置（或掩码）分块（左填充的各行各自分块）：留下任何一行下一个查询可能要的
+            # 按调用者的位置（或掩码）切块（左填充的各行各自切块）：留下任何一行下一个查询可能要的
             # chunk - 1 个
             # Chunks by the caller's positions, or mask (a left-padded batch's rows chunked
             # apart): keep the chunk - 1 any row's next query may need
@@ -1324,8 +1324,8 @@ class MHA(nn.Module):
             return
         if self.rope is None and self.temperature is None and self.chunk is None:
             raise ValueError(
-                "positions are what rope rotates by (temperature scales by, chunks are counted "
-                "by), and this MHA has none of them"
+                "positions= is used only by rope, temperature or chunk, and this MHA has none "
+                "of them"
             )
         check_positions(positions, x)
 

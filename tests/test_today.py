@@ -263,7 +263,7 @@ def test_forward_refuses_what_the_options_cannot_mean():
         m(x, positions=torch.zeros(3))
     with pytest.raises(ValueError, match=r"positions must be \[q_len\] = \[3\] or .* got \[2, 4\]"):
         m(x, positions=torch.zeros(2, 4, dtype=torch.long))
-    with pytest.raises(ValueError, match="positions are what rope rotates by"):
+    with pytest.raises(ValueError, match=r"positions= is used only by rope, temperature or chunk"):
         MHA(20, 4)(x, positions=torch.arange(3))
     with pytest.raises(ValueError, match=r"sliding window \(window=2\).*pass is_causal=True"):
         MHA(20, 4, window=2)(x)
