@@ -501,10 +501,11 @@ class HFAttention(nn.Module):
             原因），要么（带着张量或缓存时）按名字拒绝：新版 transformers 换了名字传来的东西，
             不会被悄悄丢掉。
 
-            **位置。** 旋转跟着模型的位置走：先用 transformers 的旋转表（``position_embeddings``：
-            cos 和 sin，或者 Llama 4 的复数，它的实部和虚部就是交错排列的各通道对的 cos 和 sin），没有
-            就用 ``position_ids``，再没有就取紧接在缓存之后的位置。不旋转的层不取位置：Llama 4
-            的 NoPE 层按缓存里的下标给查询乘上温度系数（它的 ``temperature``），与 Llama 4 相同；
+            **位置。** 旋转跟着模型的位置走：先用 transformers 的旋转表
+            （``position_embeddings``：cos 和 sin，或者 Llama 4 的复数，它的实部和虚部
+            就是交错排列的各通道对的 cos 和 sin），没有就用 ``position_ids``，再没有就取
+            紧接在缓存之后的位置。不旋转的层不取位置：Llama 4 的 NoPE 层按缓存里的下标
+            给查询乘上温度系数（它的 ``temperature``），与 Llama 4 相同；
             它的块内注意力层用它的掩码，掩码里已经按块划分（``chunks_in_mask``）。
 
             参数：
