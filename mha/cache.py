@@ -16,6 +16,9 @@ Examples:
     (3, torch.Size([1, 2, 3, 4]))
 """
 
+# Why this file stays whole (950 lines): KVCache's growing and static buffers and ModelCache share
+# one write, crop and reorder logic; the cache page teaches them together.
+
 from __future__ import annotations
 
 import contextlib
